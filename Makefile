@@ -1,0 +1,35 @@
+# LabelGate developer entry points. A fresh machine needs only python3 (3.11):
+# every target creates the virtualenv and installs what it needs on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.labelgate-installed
+
+.PHONY: test test-slow lint bench setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install -q --no-deps "irrCAC==0.4.4"
+	touch $(STAMP)
+
+## The test command (README, .ci/run): unit, property, differential and doc tests.
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadfile
+
+## Interval-coverage simulations (slow; not part of CI).
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,102 @@
+"""The result type of every metric."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from labelgate.errors import Reason
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point value with an optional bootstrap interval and provenance.
+
+    Attributes
+    ----------
+    metric : str
+        Name of the metric that produced the value, e.g. ``"krippendorff_alpha"``.
+    value : float
+        Point estimate; NaN when the metric is undefined on the data, in which
+        case ``reason`` says why.
+    ci : tuple of float or None
+        ``(low, high)`` percentile interval of the item bootstrap, or None.
+    ci_level : float or None
+        Confidence level of ``ci`` (e.g. 0.95).
+    n_items : int
+        Items that entered the computation (pairable / common items).
+    n_ratings : int
+        Ratings on those items.
+    n_items_excluded : int
+        Items present in the data but excluded (e.g. a single rating).
+    reason : str or None
+        Human-readable reason for a NaN value.
+    reason_code : Reason or None
+        Machine-readable reason code for a NaN value.
+    details : dict
+        Metric-specific components (e.g. ``d_o``, ``d_e``, the two IRRs).
+
+    Examples
+    --------
+    >>> est = Estimate("percent_agreement", 0.7, ci=(0.5, 0.9), ci_level=0.95, n_items=10, n_ratings=20)
+    >>> float(est)
+    0.7
+    >>> est.to_dict()["ci_low"]
+    0.5
+    """
+
+    metric: str
+    value: float
+    ci: tuple[float, float] | None = None
+    ci_level: float | None = None
+    n_items: int = 0
+    n_ratings: int = 0
+    n_items_excluded: int = 0
+    reason: str | None = None
+    reason_code: Reason | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    n_boot: int = 0
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    @property
+    def is_nan(self) -> bool:
+        """True when the value is NaN (see ``reason``)."""
+        return math.isnan(self.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dictionary; NaN becomes None."""
+        low, high = self.ci if self.ci is not None else (None, None)
+        return {
+            "metric": self.metric,
+            "value": _clean(self.value),
+            "ci_low": _clean(low),
+            "ci_high": _clean(high),
+            "ci_level": self.ci_level,
+            "n_items": self.n_items,
+            "n_ratings": self.n_ratings,
+            "n_items_excluded": self.n_items_excluded,
+            "n_boot": self.n_boot,
+            "reason": self.reason,
+            "reason_code": self.reason_code.value if self.reason_code else None,
+            **{k: _clean(v) for k, v in self.details.items()},
+        }
+
+    def __repr__(self) -> str:
+        ci = "" if self.ci is None else f", {self.ci_level:.0%} CI [{self.ci[0]:.4f}, {self.ci[1]:.4f}]"
+        why = f", reason={self.reason!r}" if self.reason else ""
+        return f"Estimate({self.metric}={self.value:.4f}{ci}, n_items={self.n_items}{why})"
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return _clean(value.item())
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value

@@ -1,0 +1,111 @@
+"""Views of a `Ratings` restricted to an item axis (pairable or common items)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from labelgate.errors import ParameterError
+from labelgate.ratings import FloatArray, IntArray, Ratings
+
+Weights = Literal["identity", "linear", "quadratic"]
+WEIGHTS: tuple[Weights, ...] = ("identity", "linear", "quadratic")
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """Counts of the items on one axis; rows align with ``codes``.
+
+    ``pairable`` marks the items with two or more ratings: only they carry
+    within-pool agreement information (the degenerate-input policy).
+    """
+
+    ratings: Ratings
+    codes: IntArray
+    counts: FloatArray
+    n: FloatArray
+    pairable: np.ndarray
+
+    @property
+    def n_pairable(self) -> int:
+        return int(self.pairable.sum())
+
+    @property
+    def n_ratings_pairable(self) -> int:
+        return int(self.n[self.pairable].sum())
+
+    def rows_on_axis(self) -> tuple[IntArray, IntArray]:
+        """(row positions in the Ratings, axis position) of judgements on pairable axis items."""
+        position = np.full(self.ratings.n_items, -1, dtype=np.int64)
+        position[self.codes[self.pairable]] = np.flatnonzero(self.pairable)
+        axis_pos = position[self.ratings.item_codes]
+        rows = np.flatnonzero(axis_pos >= 0)
+        return rows, axis_pos[rows]
+
+
+def view(r: Ratings, codes: IntArray | None = None) -> ItemView:
+    """Item view on ``codes`` (default: the pairable items of ``r``)."""
+    if codes is None:
+        codes = np.flatnonzero(r.ratings_per_item >= 2)
+    counts = r.item_counts[codes].astype(np.float64)
+    n = counts.sum(axis=1)
+    return ItemView(r, codes, counts, n, n >= 2)
+
+
+def excluded_single(r: Ratings) -> int:
+    """Items with exactly one rating (excluded from within-pool agreement)."""
+    return int((r.ratings_per_item == 1).sum())
+
+
+def weight_matrix(r: Ratings, weights: str, function: str) -> FloatArray:
+    """Agreement weights ``w_ck`` (1 on the diagonal) from category positions.
+
+    Positions are the category ranks for nominal/ordinal levels and the
+    category values for interval/ratio levels (Gwet 2014, ch. 3):
+    linear ``1 - |x_c - x_k| / (x_max - x_min)``, quadratic
+    ``1 - (x_c - x_k)^2 / (x_max - x_min)^2``.
+    """
+    if weights not in WEIGHTS:
+        options = ", ".join(repr(w) for w in WEIGHTS)
+        raise ParameterError(f"The 'weights' parameter of {function} must be one of {options}; "
+                             f"got {weights!r}.", parameter="weights", value=weights)
+    q = r.n_categories
+    if weights == "identity" or q < 2:
+        return np.eye(q)
+    x = r.category_values
+    span = float(x.max() - x.min())
+    diff = np.abs(x[:, None] - x[None, :]) / span
+    return 1.0 - diff if weights == "linear" else 1.0 - diff**2
+
+
+def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
+    """Weighted share of agreeing ordered rater pairs on each item (0 when not pairable).
+
+    ``P_i = (n_i' W n_i - n_i) / (n_i (n_i - 1))`` since ``w_cc = 1``.
+    """
+    agree = np.einsum("ic,ck,ik->i", v.counts, w, v.counts) - v.n
+    den = v.n * (v.n - 1.0)
+    out = np.zeros_like(v.n)
+    np.divide(agree, den, out=out, where=v.pairable)
+    return out
+
+
+def rater_category_block(v: ItemView) -> sp.csr_matrix:
+    """Sparse (axis items x raters*categories) one-hot of the pairable judgements."""
+    r = v.ratings
+    rows, axis_pos = v.rows_on_axis()
+    columns = r.rater_codes[rows] * r.n_categories + r.value_codes[rows]
+    data = np.ones(rows.size, dtype=np.float64)
+    shape = (v.codes.size, r.n_raters * r.n_categories)
+    return sp.csr_matrix((data, (axis_pos, columns)), shape=shape)
+
+
+def rater_category_totals(v: ItemView) -> FloatArray:
+    """Column sums of :func:`rater_category_block`, computed without building it."""
+    r = v.ratings
+    rows, _ = v.rows_on_axis()
+    columns = r.rater_codes[rows] * r.n_categories + r.value_codes[rows]
+    return np.bincount(columns, minlength=r.n_raters * r.n_categories).astype(np.float64)

@@ -1,0 +1,233 @@
+r"""Distance-based reliability: Krippendorff's alpha and Janson–Olsson's iota.
+
+Both are :math:`1 - D_o / D_e`. Alpha pools all pairable values (chance =
+pooled marginals, Krippendorff 2004); iota keeps raters apart (chance = pairs
+of distinct raters, Janson & Olsson 2001; xRR paper eq. 1-5).
+
+Nothing here forms pairs of ratings: within-item sums reduce to
+:math:`n_i^\top \Delta n_i` per item (or to per-item moments for squared
+distances), and the all-pairs sums to products of marginals.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from labelgate.errors import ParameterError, Reason, check_option
+from labelgate.estimate import Estimate
+from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, one_minus_ratio
+from labelgate.metrics._items import ItemView, excluded_single, view
+from labelgate.metrics.agreement import build_conger_kappa
+from labelgate.ratings import FloatArray, IntArray, Ratings
+
+
+def _explain_distance(point: Components) -> tuple[Reason, str] | None:
+    if point.get("n_pairable", np.ones(1))[0] == 0:
+        return Reason.NO_PAIRABLE_ITEMS, "no item has two or more ratings"
+    return (Reason.NO_EXPECTED_DISAGREEMENT,
+            "expected disagreement is 0 (all pairable values are equal), so the coefficient is 0/0")
+
+
+def ratio_distance(values: FloatArray) -> FloatArray:
+    """Krippendorff's ratio metric ``((c - k) / (c + k))^2`` (0 when ``c + k = 0``)."""
+    total = values[:, None] + values[None, :]
+    diff = values[:, None] - values[None, :]
+    out = np.zeros_like(total)
+    np.divide(diff, total, out=out, where=total != 0)
+    return out**2
+
+
+def ordinal_distance(marginals: np.ndarray) -> np.ndarray:
+    r"""Krippendorff's ordinal metric from category frequencies, shape (B, q) -> (B, q, q).
+
+    :math:`\delta_{ck} = (\sum_{g=c}^{k} n_g - (n_c + n_k)/2)^2`.
+    """
+    cum = np.cumsum(marginals, axis=1)
+    q = marginals.shape[1]
+    lo = np.minimum.outer(np.arange(q), np.arange(q))
+    hi = np.maximum.outer(np.arange(q), np.arange(q))
+    before_lo = np.where(lo > 0, cum[:, np.maximum(lo - 1, 0)], 0.0)
+    between = cum[:, hi] - before_lo
+    half = (marginals[:, :, None] + marginals[:, None, :]) / 2.0
+    return (between - half) ** 2
+
+
+def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
+    """Krippendorff's alpha on an item axis (default: pairable items of ``r``)."""
+    v = view(r, codes)
+    on = v.pairable
+    if r.level == "interval":
+        return _alpha_interval(v)
+    counts = v.counts * on[:, None]
+    inv = np.zeros_like(v.n)
+    np.divide(1.0, v.n - 1.0, out=inv, where=on)
+
+    if r.level == "ordinal":
+        def block() -> list[Any]:
+            return [(counts[:, :, None] * counts[:, None, :] * inv[:, None, None]).reshape(v.n.size, -1), counts]
+
+        def finalize_ord(sums: list[np.ndarray]) -> Components:
+            q = r.n_categories
+            marg = sums[1]
+            delta = ordinal_distance(marg)
+            within = (sums[0].reshape(-1, q, q) * delta).sum(axis=(1, 2))
+            between = np.einsum("bc,bck,bk->b", marg, delta, marg)
+            return _alpha_components(within, between, marg.sum(axis=1))
+
+        totals = [((counts * inv[:, None]).T @ counts).reshape(1, -1), counts.sum(axis=0)]
+        return ItemStatistic(blocks=None, build_blocks=block, totals=totals, finalize=finalize_ord,
+                             n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
+                             n_items_excluded=excluded_single(r), explain=_explain_distance)
+
+    delta = 1.0 - np.eye(r.n_categories) if r.level == "nominal" else ratio_distance(r.category_values)
+    within_i = np.einsum("ic,ck,ik->i", counts, delta, counts) * inv
+
+    def finalize(sums: list[np.ndarray]) -> Components:
+        marg = sums[1]
+        between = np.einsum("bc,ck,bk->b", marg, delta, marg)
+        return _alpha_components(sums[0][:, 0], between, marg.sum(axis=1))
+
+    return ItemStatistic(blocks=[within_i[:, None], counts], finalize=finalize, n_items=v.n_pairable,
+                         n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
+                         explain=_explain_distance)
+
+
+def _alpha_interval(v: ItemView) -> ItemStatistic:
+    r = v.ratings
+    mom = r.item_moments[v.codes] * v.pairable[:, None]
+    count, total, square = mom[:, 0], mom[:, 1], mom[:, 2]
+    within = np.zeros_like(count)
+    np.divide(2.0 * (count * square - total**2), count - 1.0, out=within, where=v.pairable)
+
+    def finalize(sums: list[np.ndarray]) -> Components:
+        n, t, s = sums[1][:, 0], sums[1][:, 1], sums[1][:, 2]
+        return _alpha_components(sums[0][:, 0], 2.0 * (n * s - t**2), n)
+
+    return ItemStatistic(blocks=[within[:, None], mom], finalize=finalize, n_items=v.n_pairable,
+                         n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
+                         explain=_explain_distance)
+
+
+def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray) -> Components:
+    """alpha from sum_ck o_ck d_ck (within), sum_ck n_c n_k d_ck (between) and n pairable values."""
+    d_o = np.where(n > 0, within / np.where(n > 0, n, 1.0), np.nan)
+    d_e = np.where(n > 1, between / np.where(n > 1, n * (n - 1.0), 1.0), np.nan)
+    return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e, "n_pairable": np.where(n > 0, n, 0.0)}
+
+
+def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: Any = None,
+                       ) -> Estimate:
+    r"""Krippendorff's alpha with the distance of ``r.level``; missing data allowed.
+
+    .. math::
+
+        \alpha = 1 - (n - 1) \frac{\sum_{c,k} o_{ck} \delta_{ck}}{\sum_{c,k} n_c n_k \delta_{ck}},
+        \qquad o_{ck} = \sum_i \frac{n_{ic} n_{ik} - \delta_{ck} n_{ic}}{n_i - 1}
+
+    over pairable items (two or more values); ``n_c`` are the pairable-value
+    frequencies and ``n`` their total. Distances (Krippendorff 2004):
+    nominal ``1[c != k]``; ordinal
+    :math:`(\sum_{g=c}^{k} n_g - (n_c + n_k)/2)^2` over the ordered categories
+    (unused categories contribute nothing); interval ``(c - k)^2``; ratio
+    ``((c - k)/(c + k))^2``. Interval alpha is computed from per-item moments,
+    so continuous labels need no category table.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> r = lg.Ratings.from_wide([[1, 1, None], [2, 2, 2], [3, 3, 1], [None, 4, 4]], level="interval")
+    >>> round(float(lg.krippendorff_alpha(r)), 4)
+    0.5612
+    """
+    check_bootstrap_args(ci, n_boot, seed, "krippendorff_alpha")
+    return evaluate("krippendorff_alpha", build_alpha(r), ci=ci, n_boot=n_boot, seed=seed)
+
+
+IotaDistance = Literal["nominal", "interval"]
+
+
+def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance | None = None) -> ItemStatistic:
+    """Janson–Olsson iota on an item axis (default: pairable items)."""
+    distance = distance or _default_iota_distance(r)
+    if distance == "nominal":
+        return build_conger_kappa(r, codes, weights="identity", function="janson_olsson_iota")
+    v = view(r, codes)
+    mom = r.item_moments[v.codes] * v.pairable[:, None]
+    count, total, square = mom[:, 0], mom[:, 1], mom[:, 2]
+    mean_sq_diff = np.zeros_like(count)
+    np.divide(2.0 * (count * square - total**2), count * (count - 1.0), out=mean_sq_diff, where=v.pairable)
+    n_raters = r.n_raters
+
+    def rater_block() -> sp.csr_matrix:
+        rows, axis_pos = v.rows_on_axis()
+        x = r.values[rows]
+        cols = (r.rater_codes[rows] * 3)[:, None] + np.arange(3)
+        data = np.column_stack([np.ones_like(x), x, x * x])
+        return sp.csr_matrix((data.ravel(), (np.repeat(axis_pos, 3), cols.ravel())),
+                             shape=(v.codes.size, n_raters * 3))
+
+    def finalize(sums: list[np.ndarray]) -> Components:
+        n_pair = sums[0][:, 1]
+        d_o = np.where(n_pair > 0, sums[0][:, 0] / np.where(n_pair > 0, n_pair, 1.0), np.nan)
+        m = sums[1].reshape(-1, n_raters, 3)
+        n_g = m[:, :, 0]
+        active = n_g > 0
+        safe = np.where(active, n_g, 1.0)
+        second, first = m[:, :, 2] / safe, m[:, :, 1] / safe
+        k = active.sum(axis=1).astype(np.float64)
+        between = 2.0 * (k - 1.0) * second.sum(axis=1) - 2.0 * (first.sum(axis=1) ** 2 - (first**2).sum(axis=1))
+        d_e = np.where(k > 1, between / np.where(k > 1, k * (k - 1.0), 1.0), np.nan)
+        return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e, "n_pairable": n_pair}
+
+    obs = np.column_stack([mean_sq_diff, v.pairable.astype(np.float64)])
+    return ItemStatistic(blocks=None, build_blocks=lambda: [obs, rater_block()],
+                         totals=[obs.sum(axis=0), np.asarray(rater_block().sum(axis=0)).ravel()],
+                         finalize=finalize, n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
+                         n_items_excluded=excluded_single(r), explain=_explain_distance)
+
+
+def _default_iota_distance(r: Ratings) -> IotaDistance:
+    if r.level == "nominal":
+        return "nominal"
+    if r.level in ("interval", "ratio"):
+        return "interval"
+    raise ParameterError("janson_olsson_iota defines nominal and interval distances only; for ordinal ratings "
+                         "pass distance='nominal' or distance='interval' (squared rank difference).",
+                         parameter="distance", value=None)
+
+
+def janson_olsson_iota(r: Ratings, distance: IotaDistance | None = None, *, ci: float | None = None,
+                       n_boot: int = 2000, seed: Any = None) -> Estimate:
+    r"""Janson & Olsson's iota, :math:`\iota = 1 - d_o / d_e` (xRR paper eq. 1-5).
+
+    :math:`d_o` is the mean over pairable items of the mean disagreement of the
+    item's rater pairs; :math:`d_e` the mean over pairs of distinct raters
+    :math:`(g, h)` of the disagreement between a random rating of ``g`` and a
+    random rating of ``h`` (each rater's own ratings). On a complete design
+    these are exactly eq. 2 and eq. 5; with missing data every rating is used
+    where it is observed. ``distance="nominal"`` (eq. 4) makes iota equal to
+    Conger's kappa; ``"interval"`` (eq. 3, squared difference of the values;
+    ranks for ordinal labels) is computed from per-rater moments.
+
+    Parameters
+    ----------
+    distance : {"nominal", "interval"}, optional
+        Default: nominal for nominal labels, interval for interval/ratio;
+        required for ordinal labels.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> r = lg.Ratings.from_wide([[1, 2], [2, 2], [3, 4], [4, 4]], level="interval")
+    >>> round(float(lg.janson_olsson_iota(r)), 4)
+    0.7647
+    """
+    check_bootstrap_args(ci, n_boot, seed, "janson_olsson_iota")
+    if distance is not None:
+        check_option(distance, ("nominal", "interval"), "distance", "janson_olsson_iota")
+    stat = build_iota(r, distance=distance)
+    return evaluate("janson_olsson_iota", stat, ci=ci, n_boot=n_boot, seed=seed)
+

@@ -1,0 +1,258 @@
+r"""Cross-replication reliability: kappa_x and normalized kappa_x (Wong, Paritosh & Aroyo 2021).
+
+On the items rated in both replications X and Y (eq. 9-11),
+
+.. math::
+
+    d_o = \sum_i \frac{R_i + S_i}{\mathbf{R} + \mathbf{S}}
+          \frac{x_i^\top D\, y_i}{R_i S_i}, \qquad
+    d_e = \frac{x_\cdot^\top D\, y_\cdot}{\mathbf{R}\,\mathbf{S}}, \qquad
+    \kappa_x = 1 - d_o / d_e,
+
+where :math:`x_i, y_i` are the item's category counts in each replication,
+:math:`R_i, S_i` their totals and :math:`x_\cdot, y_\cdot` the marginal counts
+over the common items. The double sum over item pairs of eq. 10 is a product
+of marginals, so the cost is linear in the number of judgements. For squared
+distances the same sums come from per-item moments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+
+from labelgate.errors import DesignError, ParameterError, Reason, check_option
+from labelgate.estimate import Estimate
+from labelgate.metrics._engine import (
+    Components,
+    ItemStatistic,
+    check_bootstrap_args,
+    combine,
+    evaluate,
+    one_minus_ratio,
+)
+from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
+from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
+from labelgate.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
+
+DistanceName = Literal["nominal", "ordinal", "interval"]
+Distance = DistanceName | Callable[[Any, Any], float] | np.ndarray | None
+
+IRR_BUILDERS: dict[str, Callable[..., ItemStatistic]] = {
+    "krippendorff_alpha": build_alpha,
+    "fleiss_kappa": build_fleiss_kappa,
+    "conger_kappa": build_conger_kappa,
+    "gwet_ac": build_gwet_ac,
+    "janson_olsson_iota": build_iota,
+}
+
+
+def _explain_cross(point: Components) -> tuple[Reason, str] | None:
+    return (Reason.NO_EXPECTED_DISAGREEMENT,
+            "expected cross-replication disagreement is 0 (one value in both replications)")
+
+
+def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Ratings, IntArray, IntArray]:
+    """Common categories and the aligned codes of the items rated in both replications.
+
+    Raises
+    ------
+    DesignError
+        When no item is rated in both replications.
+    """
+    if not isinstance(x, Ratings) or not isinstance(y, Ratings):
+        raise ParameterError(f"{function} takes two Ratings (one per replication); got "
+                             f"{type(x).__name__} and {type(y).__name__}.", parameter="x")
+    x, y = common_categories(x, y)
+    cx, cy = align_items(x, y)
+    if cx.size == 0:
+        raise DesignError(f"{function}: no item is rated in both replications ({x.n_items} and {y.n_items} "
+                          "items); check the item ids and the pool split.", Reason.NO_COMMON_ITEMS)
+    return x, y, cx, cy
+
+
+def _resolve_distance(x: Ratings, distance: Distance) -> tuple[str, FloatArray | None]:
+    """('nominal' | 'ordinal' | 'moments' | 'matrix', fixed matrix or None)."""
+    if distance is None:
+        distance = {"nominal": "nominal", "ordinal": "ordinal"}.get(x.level, "interval")
+    if isinstance(distance, str):
+        check_option(distance, ("nominal", "ordinal", "interval"), "distance", "cross_kappa")
+        if distance == "interval":
+            return ("moments", None) if x.is_numeric else ("matrix", _squared(x.category_values))
+        return distance, None
+    q = x.n_categories
+    if callable(distance):
+        matrix = np.asarray([[float(distance(a, b)) for b in x.categories] for a in x.categories])
+    else:
+        matrix = np.asarray(distance, dtype=np.float64)
+    if matrix.shape != (q, q) or not np.all(np.isfinite(matrix)) or np.any(matrix < 0):
+        raise ParameterError(f"The 'distance' parameter of cross_kappa must be 'nominal', 'ordinal', 'interval', a "
+                             f"function of two categories, or a non-negative {q}x{q} matrix; got shape "
+                             f"{matrix.shape}.", parameter="distance")
+    return "matrix", matrix
+
+
+def _squared(values: FloatArray) -> FloatArray:
+    return (values[:, None] - values[None, :]) ** 2
+
+
+def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distance: Distance = None,
+                      ) -> ItemStatistic:
+    """kappa_x on the common items (rows aligned with ``cx`` / ``cy``)."""
+    kind, matrix = _resolve_distance(x, distance)
+    n_ratings = int(x.ratings_per_item[cx].sum() + y.ratings_per_item[cy].sum())
+    if kind == "moments":
+        return _cross_moments(x, y, cx, cy, n_ratings)
+    xc = x.item_counts[cx].astype(np.float64)
+    yc = y.item_counts[cy].astype(np.float64)
+    r_i, s_i = xc.sum(axis=1), yc.sum(axis=1)
+    w = (r_i + s_i) / (r_i * s_i)
+    if kind == "ordinal":
+        def blocks() -> list[Any]:
+            return [(xc[:, :, None] * yc[:, None, :] * w[:, None, None]).reshape(cx.size, -1), xc, yc]
+
+        def finalize_ord(sums: list[np.ndarray]) -> Components:
+            q = x.n_categories
+            delta = ordinal_distance(sums[1] + sums[2])
+            observed = (sums[0].reshape(-1, q, q) * delta).sum(axis=(1, 2))
+            expected = np.einsum("bc,bck,bk->b", sums[1], delta, sums[2])
+            return _cross_components(observed, expected, sums[1].sum(axis=1), sums[2].sum(axis=1))
+
+        totals = [((xc * w[:, None]).T @ yc).reshape(1, -1), xc.sum(axis=0), yc.sum(axis=0)]
+        return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize_ord,
+                             n_items=int(cx.size), n_ratings=n_ratings, explain=_explain_cross)
+    delta = 1.0 - np.eye(x.n_categories) if kind == "nominal" else matrix
+    observed_i = np.einsum("ic,ck,ik->i", xc, delta, yc) * w
+
+    def finalize(sums: list[np.ndarray]) -> Components:
+        expected = np.einsum("bc,ck,bk->b", sums[1], delta, sums[2])
+        return _cross_components(sums[0][:, 0], expected, sums[1].sum(axis=1), sums[2].sum(axis=1))
+
+    return ItemStatistic(blocks=[observed_i[:, None], xc, yc], finalize=finalize, n_items=int(cx.size),
+                         n_ratings=n_ratings, explain=_explain_cross)
+
+
+def _cross_moments(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, n_ratings: int) -> ItemStatistic:
+    mx, my = x.item_moments[cx], y.item_moments[cy]
+    r_i, s_i = mx[:, 0], my[:, 0]
+    w = (r_i + s_i) / (r_i * s_i)
+    observed_i = w * (r_i * my[:, 2] + s_i * mx[:, 2] - 2.0 * mx[:, 1] * my[:, 1])
+
+    def finalize(sums: list[np.ndarray]) -> Components:
+        (rr, tx, qx), (ss, ty, qy) = sums[1].T, sums[2].T
+        expected = rr * qy + ss * qx - 2.0 * tx * ty
+        return _cross_components(sums[0][:, 0], expected, rr, ss)
+
+    return ItemStatistic(blocks=[observed_i[:, None], mx, my], finalize=finalize, n_items=int(cx.size),
+                         n_ratings=n_ratings, explain=_explain_cross)
+
+
+def _cross_components(observed: np.ndarray, expected: np.ndarray, r_tot: np.ndarray, s_tot: np.ndarray,
+                      ) -> Components:
+    d_o = observed / (r_tot + s_tot)
+    d_e = expected / (r_tot * s_tot)
+    return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e}
+
+
+def _coverage(x: Ratings, y: Ratings, cx: IntArray) -> dict[str, float]:
+    return {"n_common_items": float(cx.size),
+            "coverage_x": cx.size / max(int((x.ratings_per_item > 0).sum()), 1),
+            "coverage_y": cx.size / max(int((y.ratings_per_item > 0).sum()), 1)}
+
+
+def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float | None = None,
+                n_boot: int = 2000, seed: Any = None) -> Estimate:
+    r"""Cross-replication kappa :math:`\kappa_x(X, Y)` with missing data (xRR paper eq. 9-11).
+
+    Parameters
+    ----------
+    x, y : Ratings
+        The two replications (e.g. crowd and trusted) of the same items; only
+        items rated in both are used. Categories are merged.
+    distance : {"nominal", "ordinal", "interval"}, callable, (q, q) array, optional
+        Disagreement between two labels. Default from the level: nominal
+        ``1[c != k]`` (eq. 4); ordinal: Krippendorff's ordinal metric from the
+        pooled category frequencies of both replications on the common items;
+        interval and ratio: squared difference (eq. 3), from moments. A
+        function of two categories or a matrix gives a custom distance.
+    ci, n_boot, seed
+        Item-bootstrap interval: common items are resampled jointly in both
+        replications.
+
+    Raises
+    ------
+    DesignError
+        When no item is rated in both replications.
+
+    Examples
+    --------
+    With one rating per item in each replication, kappa_x is Cohen's kappa:
+
+    >>> import labelgate as lg
+    >>> x = lg.Ratings.from_wide([[1], [0], [0], [1]])
+    >>> y = lg.Ratings.from_wide([[1], [1], [0], [1]])
+    >>> round(float(lg.cross_kappa(x, y)), 4)
+    0.5
+    """
+    check_bootstrap_args(ci, n_boot, seed, "cross_kappa")
+    x, y, cx, cy = prepare_pair(x, y, "cross_kappa")
+    stat = build_cross_kappa(x, y, cx, cy, distance)
+    stat.details.update(_coverage(x, y, cx))
+    return evaluate("cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed)
+
+
+def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alpha", distance: Distance = None,
+                           *, ci: float | None = None, n_boot: int = 2000, seed: Any = None) -> Estimate:
+    r"""Normalized kappa_x: :math:`\kappa_x / \sqrt{IRR_X \cdot IRR_Y}` (xRR paper eq. 13).
+
+    Both IRRs are computed on the items common to the two replications (each
+    on its own pairable items among them); the bootstrap resamples common
+    items jointly and recomputes all three. ``to_dict()`` also carries
+    ``cross_kappa``, ``irr_x`` and ``irr_y`` (with their intervals when
+    ``ci`` is set). Values above 1 occur when the IRRs are small (estimation
+    noise) and are reported, not clipped; a non-positive IRR product gives NaN
+    with a reason.
+
+    Parameters
+    ----------
+    irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
+        The IRR used for both replications.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> x = lg.Ratings.from_wide([[1, 1], [0, 0], [0, 0], [1, 0], [1, 1], [0, 1]])
+    >>> y = lg.Ratings.from_wide([[1, 1], [0, 0], [0, 1], [1, 1], [1, 1], [0, 0]])
+    >>> est = lg.normalized_cross_kappa(x, y)
+    >>> round(float(est), 4), round(est.details["cross_kappa"], 4)
+    (1.1017, 0.5)
+    """
+    check_bootstrap_args(ci, n_boot, seed, "normalized_cross_kappa")
+    check_option(irr, tuple(IRR_BUILDERS), "irr", "normalized_cross_kappa")
+    x, y, cx, cy = prepare_pair(x, y, "normalized_cross_kappa")
+    kappa = build_cross_kappa(x, y, cx, cy, distance)
+    irr_x, irr_y = IRR_BUILDERS[irr](x, cx), IRR_BUILDERS[irr](y, cy)
+
+    def finalize(parts: list[Components]) -> Components:
+        kx, ix, iy = parts[0]["value"], parts[1]["value"], parts[2]["value"]
+        product = ix * iy
+        root = np.sqrt(np.where(product > 0, product, np.nan))
+        return {"value": kx / root, "cross_kappa": kx, "irr_x": ix, "irr_y": iy}
+
+    def explain(point: Components) -> tuple[Reason, str]:
+        kx, ix, iy = (float(point[k][0]) for k in ("cross_kappa", "irr_x", "irr_y"))
+        for name, value, part in (("cross_kappa", kx, kappa), ("irr_x", ix, irr_x), ("irr_y", iy, irr_y)):
+            if not np.isfinite(value):
+                inner = part.explain(part.point()) if part.explain else None
+                code, why = inner or (Reason.NO_VARIANCE, "undefined")
+                return code, f"{name} is undefined: {why}"
+        return (Reason.NONPOSITIVE_IRR_PRODUCT,
+                f"IRR_x * IRR_y = {ix:.4g} * {iy:.4g} <= 0, so the normalisation is undefined")
+
+    stat = combine([kappa, irr_x, irr_y], finalize, n_items=kappa.n_items, n_ratings=kappa.n_ratings,
+                   explain=explain)
+    stat.interval_components = ("cross_kappa", "irr_x", "irr_y")
+    stat.details.update({"irr": irr, **_coverage(x, y, cx)})
+    return evaluate("normalized_cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed)

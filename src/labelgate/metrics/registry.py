@@ -1,0 +1,85 @@
+"""The list of every metric, with the properties the shared tests check.
+
+``tests/test_common.py`` runs the degenerate-input policy, relabelling
+invariance, perfect agreement, determinism of intervals and the Estimate
+contract over :data:`METRICS`; a metric added to the package without an entry
+here fails ``test_every_public_metric_is_registered``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from labelgate.metrics.agreement import (
+    bennett_s,
+    cohen_kappa,
+    conger_kappa,
+    fleiss_kappa,
+    gwet_ac,
+    percent_agreement,
+    scott_pi,
+    specific_agreement,
+)
+from labelgate.metrics.alpha import janson_olsson_iota, krippendorff_alpha
+from labelgate.metrics.cross import cross_kappa, normalized_cross_kappa
+from labelgate.metrics.spa import spa
+
+Kind = Literal["single", "cross", "per_category"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What the shared tests need to know about a metric.
+
+    Attributes
+    ----------
+    name : str
+        Public name (``labelgate.<name>``).
+    func : callable
+        The metric.
+    kind : {"single", "cross", "per_category"}
+        One replication, two replications, or a dict of per-category Estimates.
+    chance_corrected : bool
+        Whether the value is chance-corrected (then 0/0 with one category → NaN).
+    levels : tuple of str
+        Levels the metric accepts with its default options.
+    two_raters_only : bool
+        Needs exactly two raters (Cohen).
+    options : tuple of dict
+        Keyword variants exercised by the shared tests (e.g. each weighting).
+    """
+
+    name: str
+    func: Callable[..., Any]
+    kind: Kind = "single"
+    chance_corrected: bool = True
+    levels: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
+    two_raters_only: bool = False
+    options: tuple[dict[str, Any], ...] = ({},)
+
+
+_WEIGHTS = ({"weights": "identity"}, {"weights": "linear"}, {"weights": "quadratic"})
+_SPA = tuple({"weighting": w} for w in ("flat", "annotations", "annotations_m1", "edges", "inv_var",
+                                          "inv_var_class"))
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("percent_agreement", percent_agreement, chance_corrected=False, options=_WEIGHTS),
+    MetricSpec("specific_agreement", specific_agreement, kind="per_category", chance_corrected=False),
+    MetricSpec("bennett_s", bennett_s, options=_WEIGHTS),
+    MetricSpec("cohen_kappa", cohen_kappa, two_raters_only=True, options=_WEIGHTS),
+    MetricSpec("conger_kappa", conger_kappa, options=_WEIGHTS),
+    MetricSpec("scott_pi", scott_pi),
+    MetricSpec("fleiss_kappa", fleiss_kappa),
+    MetricSpec("gwet_ac", gwet_ac, options=_WEIGHTS),
+    MetricSpec("krippendorff_alpha", krippendorff_alpha),
+    MetricSpec("janson_olsson_iota", janson_olsson_iota, levels=("nominal", "interval", "ratio")),
+    MetricSpec("spa", spa, chance_corrected=False, options=_SPA),
+    MetricSpec("cross_kappa", cross_kappa, kind="cross"),
+    MetricSpec("normalized_cross_kappa", normalized_cross_kappa, kind="cross",
+               options=({"irr": "krippendorff_alpha"}, {"irr": "fleiss_kappa"}, {"irr": "conger_kappa"},
+                        {"irr": "gwet_ac"})),
+)
+
+METRICS_BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}

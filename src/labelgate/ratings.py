@@ -1,0 +1,568 @@
+"""`Ratings`: the one canonical, sparse representation of a set of judgements.
+
+A :class:`Ratings` holds one integer code per judgement (item, rater, category)
+and lazily caches the sufficient statistics every metric is computed from:
+item x category counts, rater x category counts and per-item / per-rater
+moments of the category values. It never builds a raters x items matrix.
+
+This module imports numpy only. Tables are read through duck typing: a column
+object that has a ``factorize`` method (a pandas Series) is factorised by it,
+anything else goes through numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from labelgate.errors import InputError, ParameterError, Reason, check_option
+
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
+DuplicatePolicy = Literal["error", "first", "last"]
+MissingPolicy = Literal["drop", "error"]
+
+# Above this many item x category cells, count-based statistics are refused
+# (use level="interval" for continuous values: it works from moments).
+MAX_COUNT_CELLS = 200_000_000
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class _Column:
+    """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing."""
+
+    codes: IntArray
+    uniques: np.ndarray
+
+
+class Ratings:
+    """Judgements of items by raters on a measurement scale.
+
+    Build it with :meth:`from_long` (one row per judgement) or :meth:`from_wide`
+    (items x raters, NaN = missing); split a table with a pool column with
+    :func:`ratings_by_pool`.
+
+    Attributes
+    ----------
+    level : {"nominal", "ordinal", "interval", "ratio"}
+        Measurement level; it selects the distance used by distance-based metrics.
+    categories : tuple
+        Ordered category list (explicit, or the sorted observed values).
+    item_labels, rater_labels : numpy.ndarray
+        Original ids, indexed by item / rater code.
+    n_dropped_missing : int
+        Judgements dropped because their value was missing.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> r = lg.Ratings.from_wide([[1, 1], [0, 1], [0, 0]], level="nominal")
+    >>> r.n_items, r.n_raters, r.n_ratings, r.categories
+    (3, 2, 6, (0, 1))
+    """
+
+    def __init__(self, item_codes: IntArray, rater_codes: IntArray, value_codes: IntArray, *,
+                 item_labels: np.ndarray, rater_labels: np.ndarray, categories: Sequence[Any],
+                 level: Level, n_dropped_missing: int = 0) -> None:
+        check_option(level, LEVELS, "level", "Ratings")
+        self.item_codes = np.asarray(item_codes, dtype=np.int64)
+        self.rater_codes = np.asarray(rater_codes, dtype=np.int64)
+        self.value_codes = np.asarray(value_codes, dtype=np.int64)
+        self.item_labels = item_labels
+        self.rater_labels = rater_labels
+        self.categories = tuple(categories)
+        self.level: Level = level
+        self.n_dropped_missing = n_dropped_missing
+        if self.item_codes.size == 0:
+            raise InputError("The ratings are empty: no judgement with a value.", Reason.EMPTY_INPUT)
+
+    # ------------------------------------------------------------------ builders
+    @classmethod
+    def from_long(cls, data: Any, item: str = "item_id", rater: str = "rater_id", value: str = "label", *,
+                  level: Level = "nominal", categories: Sequence[Any] | None = None,
+                  duplicates: DuplicatePolicy = "error", missing: MissingPolicy = "drop") -> Ratings:
+        """Build from long data: one row per judgement.
+
+        Parameters
+        ----------
+        data : DataFrame or mapping of column name to 1-D array
+            The judgements.
+        item, rater, value : str
+            Column names of the item id, rater id and label.
+        level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
+            Measurement level of the label.
+        categories : sequence, optional
+            Explicit (ordered) category list. A label outside it is an error.
+            Default: the sorted observed labels.
+        duplicates : {"error", "first", "last"}, default "error"
+            What to do when one rater judged one item more than once.
+        missing : {"drop", "error"}, default "drop"
+            Rows whose label is missing are dropped (and counted in
+            ``n_dropped_missing``) or rejected.
+
+        Raises
+        ------
+        InputError
+            Empty input, missing column, missing item or rater id, unknown
+            category, non-numeric value for interval/ratio, duplicate judgement.
+        """
+        check_option(level, LEVELS, "level", "Ratings.from_long")
+        check_option(duplicates, ("error", "first", "last"), "duplicates", "Ratings.from_long")
+        check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
+        columns = _column_names(data)
+        for role, name in (("item", item), ("rater", rater), ("value", value)):
+            if name not in columns:
+                raise InputError(f"Column {name!r} (the {role} column) is missing; the data has columns "
+                                 f"{sorted(map(str, columns))}.", Reason.MISSING_COLUMN, column=name)
+        if _n_rows(data, item) == 0:
+            raise InputError("The ratings table is empty (0 rows).", Reason.EMPTY_INPUT)
+        row_labels = getattr(data, "index", None)
+        items = _factorize(data[item])
+        raters = _factorize(data[rater])
+        values = _factorize(data[value])
+        for name, col in ((item, items), (rater, raters)):
+            bad = np.flatnonzero(col.codes < 0)
+            if bad.size:
+                raise InputError(f"Column {name!r} has a missing id in {bad.size} row(s), first at row "
+                                 f"{_row_label(row_labels, bad[0])!r}.", Reason.MISSING_ID,
+                                 column=name, row=_row_label(row_labels, bad[0]))
+        return cls._from_factorized(items, raters, values, level=level, categories=categories,
+                                    duplicates=duplicates, missing=missing, value_column=value,
+                                    row_labels=row_labels)
+
+    @classmethod
+    def from_wide(cls, data: Any, *, level: Level = "nominal", categories: Sequence[Any] | None = None,
+                  ) -> Ratings:
+        """Build from wide data: rows are items, columns are raters, NaN/None = missing.
+
+        Parameters
+        ----------
+        data : DataFrame, 2-D array or nested sequence
+            Items x raters. A DataFrame's index gives the item ids and its
+            columns the rater ids; otherwise positions are used.
+        level, categories
+            As in :meth:`from_long`.
+        """
+        check_option(level, LEVELS, "level", "Ratings.from_wide")
+        if hasattr(data, "to_numpy") and hasattr(data, "columns"):
+            matrix = data.to_numpy(dtype=object)
+            item_labels = np.asarray(list(data.index), dtype=object)
+            rater_labels = np.asarray(list(data.columns), dtype=object)
+        else:
+            matrix = np.asarray(data, dtype=object)
+            if matrix.ndim != 2:
+                raise InputError(f"Wide ratings must be 2-D (items x raters); got {matrix.ndim} dimension(s).",
+                                 Reason.EMPTY_INPUT)
+            item_labels = np.arange(matrix.shape[0], dtype=np.int64).astype(object)
+            rater_labels = np.arange(matrix.shape[1], dtype=np.int64).astype(object)
+        if matrix.size == 0:
+            raise InputError("The wide ratings table is empty.", Reason.EMPTY_INPUT)
+        present = ~_is_missing(matrix)
+        item_idx, rater_idx = np.nonzero(present)
+        values = _factorize(matrix[present])
+        items = _Column(item_idx.astype(np.int64), item_labels)
+        raters = _Column(rater_idx.astype(np.int64), rater_labels)
+        return cls._from_factorized(items, raters, values, level=level, categories=categories,
+                                    duplicates="error", missing="drop", value_column="value",
+                                    row_labels=None, keep_all_items=True)
+
+    @classmethod
+    def _from_factorized(cls, items: _Column, raters: _Column, values: _Column, *, level: Level,
+                         categories: Sequence[Any] | None, duplicates: DuplicatePolicy,
+                         missing: MissingPolicy, value_column: str, row_labels: Any,
+                         keep_all_items: bool = False) -> Ratings:
+        missing_rows = np.flatnonzero(values.codes < 0)
+        if missing_rows.size and missing == "error":
+            row = _row_label(row_labels, missing_rows[0])
+            raise InputError(f"Column {value_column!r} has a missing value in {missing_rows.size} row(s), "
+                             f"first at row {row!r}.", Reason.MISSING_VALUE, column=value_column, row=row)
+        cats, value_map = _resolve_categories(values.uniques, categories, level, value_column)
+        code_of_unique = np.asarray(value_map, dtype=np.int64)
+        keep = values.codes >= 0
+        bad_unique = code_of_unique < 0
+        if bad_unique.any():
+            first_bad = int(np.flatnonzero(bad_unique[np.maximum(values.codes, 0)] & keep)[0])
+            bad_value = values.uniques[values.codes[first_bad]]
+            raise InputError(f"Column {value_column!r} has value {bad_value!r} at row "
+                             f"{_row_label(row_labels, first_bad)!r}, which is not one of the categories "
+                             f"{list(cats)}.", Reason.UNKNOWN_CATEGORY, column=value_column,
+                             row=_row_label(row_labels, first_bad), value=bad_value)
+        rows = np.flatnonzero(keep)
+        item_codes, rater_codes = items.codes[rows], raters.codes[rows]
+        value_codes = code_of_unique[values.codes[rows]]
+        if rows.size == 0:
+            raise InputError(f"Column {value_column!r} has no non-missing value.", Reason.EMPTY_INPUT)
+        n_raters = max(len(raters.uniques), 1)
+        pair_key = item_codes * n_raters + rater_codes
+        keep_rows = _resolve_duplicates(pair_key, duplicates, rows, items, raters, row_labels)
+        item_codes, rater_codes = item_codes[keep_rows], rater_codes[keep_rows]
+        value_codes = value_codes[keep_rows]
+        item_labels, item_codes = _compact(items.uniques, item_codes, keep_all_items)
+        rater_labels, rater_codes = _compact(raters.uniques, rater_codes, keep_all_items)
+        return cls(item_codes, rater_codes, value_codes, item_labels=item_labels, rater_labels=rater_labels,
+                   categories=cats, level=level, n_dropped_missing=int(missing_rows.size))
+
+    # --------------------------------------------------------------- structure
+    @property
+    def n_ratings(self) -> int:
+        """Number of judgements."""
+        return int(self.item_codes.size)
+
+    @property
+    def n_items(self) -> int:
+        """Number of distinct items (including items with a single rating)."""
+        return int(len(self.item_labels))
+
+    @property
+    def n_raters(self) -> int:
+        """Number of distinct raters."""
+        return int(len(self.rater_labels))
+
+    @property
+    def n_categories(self) -> int:
+        """Number of categories (explicit or observed)."""
+        return len(self.categories)
+
+    @property
+    def is_numeric(self) -> bool:
+        """True for interval and ratio levels (labels are numbers)."""
+        return self.level in ("interval", "ratio")
+
+    @cached_property
+    def category_values(self) -> FloatArray:
+        """Numeric position of each category.
+
+        The category values themselves for interval/ratio levels, and the
+        ranks 0..q-1 for nominal/ordinal levels (used by linear/quadratic weights).
+        """
+        if self.is_numeric:
+            return np.asarray([float(c) for c in self.categories], dtype=np.float64)
+        return np.arange(self.n_categories, dtype=np.float64)
+
+    @cached_property
+    def ratings_per_item(self) -> IntArray:
+        """Number of ratings of each item, shape (n_items,)."""
+        return np.bincount(self.item_codes, minlength=self.n_items).astype(np.int64)
+
+    @cached_property
+    def item_counts(self) -> IntArray:
+        """Item x category counts ``n_ic``, shape (n_items, n_categories)."""
+        cells = self.n_items * self.n_categories
+        if cells > MAX_COUNT_CELLS:
+            raise InputError(
+                f"{self.n_items} items x {self.n_categories} categories is too many cells for count-based "
+                "metrics; for continuous labels use level='interval' (moment-based).",
+                Reason.TOO_MANY_CATEGORIES)
+        flat = np.bincount(self.item_codes * self.n_categories + self.value_codes, minlength=cells)
+        return flat.reshape(self.n_items, self.n_categories).astype(np.int64)
+
+    @cached_property
+    def rater_counts(self) -> IntArray:
+        """Rater x category counts, shape (n_raters, n_categories)."""
+        cells = self.n_raters * self.n_categories
+        flat = np.bincount(self.rater_codes * self.n_categories + self.value_codes, minlength=cells)
+        return flat.reshape(self.n_raters, self.n_categories).astype(np.int64)
+
+    @cached_property
+    def values(self) -> FloatArray:
+        """Numeric value of each judgement (category values), shape (n_ratings,)."""
+        return self.category_values[self.value_codes]
+
+    @cached_property
+    def item_moments(self) -> FloatArray:
+        """Per-item (count, sum, sum of squares) of the values, shape (n_items, 3)."""
+        return _moments(self.item_codes, self.values, self.n_items)
+
+    @cached_property
+    def rater_moments(self) -> FloatArray:
+        """Per-rater (count, sum, sum of squares) of the values, shape (n_raters, 3)."""
+        return _moments(self.rater_codes, self.values, self.n_raters)
+
+    def subset_items(self, item_codes: npt.ArrayLike) -> Ratings:
+        """Ratings restricted to the given item codes (codes and labels are kept)."""
+        wanted = np.zeros(self.n_items, dtype=bool)
+        wanted[np.asarray(item_codes, dtype=np.int64)] = True
+        rows = wanted[self.item_codes]
+        return Ratings(self.item_codes[rows], self.rater_codes[rows], self.value_codes[rows],
+                       item_labels=self.item_labels, rater_labels=self.rater_labels,
+                       categories=self.categories, level=self.level)
+
+    def with_categories(self, categories: Sequence[Any]) -> Ratings:
+        """The same judgements re-coded on a superset of the current categories."""
+        position = {c: i for i, c in enumerate(categories)}
+        missing = [c for c in self.categories if c not in position]
+        if missing:
+            raise InputError(f"Categories {missing} are not in the new category list {list(categories)}.",
+                             Reason.UNKNOWN_CATEGORY, value=missing[0])
+        remap = np.asarray([position[c] for c in self.categories], dtype=np.int64)
+        return Ratings(self.item_codes, self.rater_codes, remap[self.value_codes], item_labels=self.item_labels,
+                       rater_labels=self.rater_labels, categories=categories, level=self.level,
+                       n_dropped_missing=self.n_dropped_missing)
+
+    def __repr__(self) -> str:
+        return (f"Ratings(level={self.level!r}, n_items={self.n_items}, n_raters={self.n_raters}, "
+                f"n_ratings={self.n_ratings}, categories={list(self.categories)[:10]})")
+
+
+def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater: str = "rater_id",
+                    value: str = "label", *, level: Level = "nominal", categories: Sequence[Any] | None = None,
+                    duplicates: DuplicatePolicy = "error") -> dict[Any, Ratings]:
+    """Split one long table with a pool/replication column into one `Ratings` per pool.
+
+    All pools share one category list (explicit, or the union of observed
+    labels) and one item index, so cross-replication metrics align items by
+    code without re-hashing ids.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> data = {"item_id": [1, 1, 2, 2], "rater_id": ["a", "b", "a", "b"],
+    ...         "label": ["x", "y", "x", "x"], "pool": ["crowd", "trusted", "crowd", "trusted"]}
+    >>> pools = lg.ratings_by_pool(data)
+    >>> sorted(pools), pools["crowd"].n_ratings
+    (['crowd', 'trusted'], 2)
+    """
+    columns = _column_names(data)
+    if pool not in columns:
+        raise InputError(f"Column {pool!r} (the pool column) is missing; the data has columns "
+                         f"{sorted(map(str, columns))}.", Reason.MISSING_COLUMN, column=pool)
+    full = Ratings.from_long(data, item=item, rater=rater, value=value, level=level,
+                             categories=categories, duplicates="first", missing="drop")
+    pools = _factorize(data[pool])
+    if (pools.codes < 0).any():
+        row = _row_label(getattr(data, "index", None), int(np.flatnonzero(pools.codes < 0)[0]))
+        raise InputError(f"Column {pool!r} has a missing pool value at row {row!r}.", Reason.MISSING_ID,
+                         column=pool, row=row)
+    result: dict[Any, Ratings] = {}
+    for code, name in enumerate(pools.uniques):
+        subset = {k: _take(data[k], pools.codes == code) for k in (item, rater, value)}
+        one = Ratings.from_long(subset, item=item, rater=rater, value=value, level=level,
+                                categories=full.categories, duplicates=duplicates, missing="drop")
+        result[_python_scalar(name)] = _reindex_items(one, full.item_labels)
+    return result
+
+
+# ---------------------------------------------------------------------- helpers
+def _column_names(data: Any) -> list[Any]:
+    if hasattr(data, "columns"):
+        return list(data.columns)
+    if isinstance(data, Mapping):
+        return list(data.keys())
+    raise InputError(f"Long ratings must be a DataFrame or a mapping of columns; got {type(data).__name__}.",
+                     Reason.EMPTY_INPUT)
+
+
+def _n_rows(data: Any, column: str) -> int:
+    return len(data[column])
+
+
+def _factorize(column: Any) -> _Column:
+    """Integer codes and uniques; missing (None / NaN / pd.NA) coded -1."""
+    if hasattr(column, "factorize"):
+        codes, uniques = column.factorize()
+        return _Column(np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=object))
+    arr = np.asarray(column, dtype=object).ravel()
+    missing = _is_missing(arr)
+    codes = np.full(arr.size, -1, dtype=np.int64)
+    present = arr[~missing]
+    if present.size == 0:
+        return _Column(codes, np.asarray([], dtype=object))
+    try:
+        uniques, inverse = np.unique(present, return_inverse=True)
+    except TypeError:  # mixed, unorderable types: fall back to first-appearance order
+        lookup: dict[Any, int] = {}
+        inverse = np.asarray([lookup.setdefault(v, len(lookup)) for v in present], dtype=np.int64)
+        uniques = np.asarray(list(lookup), dtype=object)
+    codes[~missing] = inverse
+    return _Column(codes, np.asarray(uniques, dtype=object))
+
+
+def _is_missing(arr: np.ndarray) -> npt.NDArray[np.bool_]:
+    flat = arr.ravel()
+    out = np.fromiter((v is None or (isinstance(v, float) and math.isnan(v)) or _is_na(v) for v in flat),
+                      dtype=bool, count=flat.size)
+    return out.reshape(arr.shape)
+
+
+def _is_na(value: Any) -> bool:
+    # pandas.NA / NaT without importing pandas: they refuse to be truth-tested
+    # or compare unequal to themselves.
+    if isinstance(value, (str, bytes, int, bool)):
+        return False
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
+
+
+def _row_label(row_labels: Any, position: int) -> Any:
+    if row_labels is None:
+        return int(position)
+    return _python_scalar(row_labels[int(position)])
+
+
+def _python_scalar(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") and getattr(value, "ndim", 1) == 0 else value
+
+
+def _take(column: Any, mask: npt.NDArray[np.bool_]) -> Any:
+    if hasattr(column, "to_numpy"):
+        column = column.to_numpy()
+    return np.asarray(column, dtype=object)[mask]
+
+
+def _resolve_categories(uniques: np.ndarray, categories: Sequence[Any] | None, level: Level,
+                        value_column: str) -> tuple[tuple[Any, ...], list[int]]:
+    """Return the category tuple and, for each unique value, its category code (-1 = unknown)."""
+    observed = [_python_scalar(u) for u in uniques]
+    if level in ("interval", "ratio"):
+        observed = [_as_number(v, value_column, level) for v in observed]
+    if categories is None:
+        cats = _sorted_categories(observed, level, value_column)
+    else:
+        cats = tuple(_python_scalar(c) for c in categories)
+        if len(set(cats)) != len(cats):
+            raise ParameterError(f"The 'categories' list has duplicates: {list(cats)}.", parameter="categories")
+        if level in ("interval", "ratio"):
+            cats = tuple(_as_number(c, "categories", level) for c in cats)
+        if not cats:
+            raise ParameterError("The 'categories' list is empty.", parameter="categories")
+    if level == "ratio" and any(c < 0 for c in cats):
+        raise InputError(f"Ratio-level values must be non-negative; got {min(cats)!r}.",
+                         Reason.NON_NUMERIC_VALUE, column=value_column, value=min(cats))
+    position = {c: i for i, c in enumerate(cats)}
+    return cats, [position.get(v, -1) for v in observed]
+
+
+def _sorted_categories(observed: list[Any], level: Level, value_column: str) -> tuple[Any, ...]:
+    unique = list(dict.fromkeys(observed))
+    try:
+        return tuple(sorted(unique))
+    except TypeError:
+        if level == "ordinal":
+            raise InputError(f"Column {value_column!r} mixes value types that cannot be ordered; pass an "
+                             "explicit ordered 'categories' list for an ordinal level.",
+                             Reason.UNSORTABLE_CATEGORIES, column=value_column) from None
+        return tuple(sorted(unique, key=lambda v: (type(v).__name__, str(v))))
+
+
+def _as_number(value: Any, column: str, level: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"Column {column!r} has the non-numeric value {value!r}, but level={level!r} "
+                             "needs numbers.", Reason.NON_NUMERIC_VALUE, column=column, value=value) from None
+        if isinstance(value, str):
+            raise InputError(f"Column {column!r} has the string value {value!r}, but level={level!r} needs "
+                             "numbers; convert the column first.", Reason.NON_NUMERIC_VALUE,
+                             column=column, value=value)
+        value = number
+    if not math.isfinite(float(value)):
+        raise InputError(f"Column {column!r} has the non-finite value {value!r}.", Reason.NON_NUMERIC_VALUE,
+                         column=column, value=value)
+    as_int = int(value)
+    return as_int if as_int == value else float(value)
+
+
+def _resolve_duplicates(pair_key: IntArray, policy: DuplicatePolicy, rows: IntArray, items: _Column,
+                        raters: _Column, row_labels: Any) -> IntArray:
+    order = np.argsort(pair_key, kind="stable")
+    sorted_key = pair_key[order]
+    repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
+    if repeated.size == 0:
+        return np.arange(pair_key.size, dtype=np.int64)
+    if policy == "error":
+        first, second = order[repeated[0]], order[repeated[0] + 1]
+        item = items.uniques[items.codes[rows[first]]]
+        rater = raters.uniques[raters.codes[rows[first]]]
+        raise InputError(
+            f"Rater {_python_scalar(rater)!r} judged item {_python_scalar(item)!r} more than once (rows "
+            f"{_row_label(row_labels, rows[first])!r} and {_row_label(row_labels, rows[second])!r}; "
+            f"{repeated.size} duplicate judgement(s) in all). Pass duplicates='first' or 'last' to keep one.",
+            Reason.DUPLICATE_JUDGEMENT, item=_python_scalar(item), rater=_python_scalar(rater),
+            row=_row_label(row_labels, rows[first]))
+    starts = np.concatenate(([True], sorted_key[1:] != sorted_key[:-1]))
+    if policy == "first":
+        chosen = order[starts]
+    else:
+        ends = np.concatenate((sorted_key[1:] != sorted_key[:-1], [True]))
+        chosen = order[ends]
+    return np.sort(chosen)
+
+
+def _compact(labels: np.ndarray, codes: IntArray, keep_all: bool) -> tuple[np.ndarray, IntArray]:
+    """Drop labels that no remaining judgement uses and renumber the codes."""
+    if keep_all:
+        used = np.unique(codes)
+        if used.size == len(labels):
+            return np.asarray(labels, dtype=object), codes
+    used, new_codes = np.unique(codes, return_inverse=True)
+    return np.asarray(labels, dtype=object)[used], new_codes.astype(np.int64)
+
+
+def _reindex_items(ratings: Ratings, all_labels: np.ndarray) -> Ratings:
+    """Re-express ``ratings`` on the item index ``all_labels`` (shared by all pools)."""
+    position = {label: i for i, label in enumerate(all_labels.tolist())}
+    remap = np.asarray([position[label] for label in ratings.item_labels.tolist()], dtype=np.int64)
+    return Ratings(remap[ratings.item_codes], ratings.rater_codes, ratings.value_codes,
+                   item_labels=all_labels, rater_labels=ratings.rater_labels,
+                   categories=ratings.categories, level=ratings.level,
+                   n_dropped_missing=ratings.n_dropped_missing)
+
+
+def _moments(codes: IntArray, values: FloatArray, n: int) -> FloatArray:
+    out = np.empty((n, 3), dtype=np.float64)
+    out[:, 0] = np.bincount(codes, minlength=n)
+    out[:, 1] = np.bincount(codes, weights=values, minlength=n)
+    out[:, 2] = np.bincount(codes, weights=values * values, minlength=n)
+    return out
+
+
+def align_items(x: Ratings, y: Ratings) -> tuple[IntArray, IntArray]:
+    """Codes, in ``x`` and in ``y``, of the items rated in both (same order).
+
+    Items are matched by code when the two share one item index (as produced
+    by :func:`ratings_by_pool`), by id otherwise.
+    """
+    in_x = np.flatnonzero(x.ratings_per_item > 0)
+    if x.item_labels is y.item_labels:
+        common = in_x[y.ratings_per_item[in_x] > 0]
+        return common, common
+    lookup = {label: i for i, label in enumerate(y.item_labels.tolist())}
+    y_codes = np.fromiter((lookup.get(label, -1) for label in x.item_labels[in_x].tolist()),
+                          dtype=np.int64, count=in_x.size)
+    keep = y_codes >= 0
+    keep[keep] &= y.ratings_per_item[y_codes[keep]] > 0
+    return in_x[keep], y_codes[keep]
+
+
+def common_categories(x: Ratings, y: Ratings) -> tuple[Ratings, Ratings]:
+    """Re-code two replications on one category list (the union, ordered)."""
+    if x.level != y.level:
+        raise InputError(f"The two replications have different levels ({x.level!r} vs {y.level!r}).",
+                         Reason.INCOMPATIBLE_RATINGS)
+    if x.categories == y.categories:
+        return x, y
+    merged = list(dict.fromkeys([*x.categories, *y.categories]))
+    try:
+        merged = sorted(merged)
+    except TypeError:
+        if x.level == "ordinal":
+            raise InputError("The two ordinal replications have different, unorderable category lists; "
+                             "pass the same explicit 'categories' to both.", Reason.INCOMPATIBLE_RATINGS) from None
+    return x.with_categories(merged), y.with_categories(merged)
+
+
+def as_ratings_list(values: Iterable[Ratings]) -> list[Ratings]:
+    """Materialise an iterable of `Ratings` (helper for type checkers)."""
+    return list(values)
