@@ -219,7 +219,7 @@ def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = N
     >>> import labelgate as lg
     >>> r = lg.Ratings.from_wide([[1, 1, 2], [1, 2, 2], [2, 2, 2]], categories=[1, 2, 3])
     >>> round(float(lg.bennett_s(r)), 4)
-    0.5556
+    0.3333
     """
     check_bootstrap_args(ci, n_boot, seed, "bennett_s")
     return evaluate("bennett_s", build_bennett_s(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
@@ -272,7 +272,7 @@ def gwet_ac(r: Ratings, weights: Weights = "identity", *, ci: float | None = Non
     >>> import labelgate as lg
     >>> r = lg.Ratings.from_wide([[1, 1], [0, 1], [0, 0], [1, 1]])
     >>> round(float(lg.gwet_ac(r)), 4)
-    0.5
+    0.5294
     """
     check_bootstrap_args(ci, n_boot, seed, "gwet_ac")
     return evaluate("gwet_ac", build_gwet_ac(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)

@@ -140,7 +140,7 @@ def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = 200
     >>> import labelgate as lg
     >>> r = lg.Ratings.from_wide([[1, 1, None], [2, 2, 2], [3, 3, 1], [None, 4, 4]], level="interval")
     >>> round(float(lg.krippendorff_alpha(r)), 4)
-    0.5612
+    0.7025
     """
     check_bootstrap_args(ci, n_boot, seed, "krippendorff_alpha")
     return evaluate("krippendorff_alpha", build_alpha(r), ci=ci, n_boot=n_boot, seed=seed)
@@ -223,7 +223,7 @@ def janson_olsson_iota(r: Ratings, distance: IotaDistance | None = None, *, ci: 
     >>> import labelgate as lg
     >>> r = lg.Ratings.from_wide([[1, 2], [2, 2], [3, 4], [4, 4]], level="interval")
     >>> round(float(lg.janson_olsson_iota(r)), 4)
-    0.7647
+    0.8
     """
     check_bootstrap_args(ci, n_boot, seed, "janson_olsson_iota")
     if distance is not None:

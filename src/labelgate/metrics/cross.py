@@ -227,7 +227,7 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     >>> y = lg.Ratings.from_wide([[1, 1], [0, 0], [0, 1], [1, 1], [1, 1], [0, 0]])
     >>> est = lg.normalized_cross_kappa(x, y)
     >>> round(float(est), 4), round(est.details["cross_kappa"], 4)
-    (1.1017, 0.5)
+    (0.9682, 0.5)
     """
     check_bootstrap_args(ci, n_boot, seed, "normalized_cross_kappa")
     check_option(irr, tuple(IRR_BUILDERS), "irr", "normalized_cross_kappa")
