@@ -283,6 +283,20 @@ class Ratings:
         return _moments(self.item_codes, self.values, self.n_items)
 
     @cached_property
+    def moment_center(self) -> float:
+        """An observed value subtracted before shift-invariant moment sums (avoids cancellation)."""
+        return float(self.values[0])
+
+    def centered_item_moments(self, center: float | None = None) -> FloatArray:
+        """Per-item (count, sum, sum of squares) of ``values - center`` (default :attr:`moment_center`).
+
+        Distance-based metrics with squared differences are shift-invariant; computing them on
+        values centred at an observed value keeps ``n * sum_sq - sum**2`` exact (zero) on constant data.
+        """
+        shift = self.moment_center if center is None else center
+        return _moments(self.item_codes, self.values - shift, self.n_items)
+
+    @cached_property
     def rater_moments(self) -> FloatArray:
         """Per-rater (count, sum, sum of squares) of the values, shape (n_raters, 3)."""
         return _moments(self.rater_codes, self.values, self.n_raters)

@@ -97,7 +97,7 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
 
 def _alpha_interval(v: ItemView) -> ItemStatistic:
     r = v.ratings
-    mom = r.item_moments[v.codes] * v.pairable[:, None]
+    mom = r.centered_item_moments()[v.codes] * v.pairable[:, None]
     count, total, square = mom[:, 0], mom[:, 1], mom[:, 2]
     within = np.zeros_like(count)
     np.divide(2.0 * (count * square - total**2), count - 1.0, out=within, where=v.pairable)
@@ -155,7 +155,7 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
     if distance == "nominal":
         return build_conger_kappa(r, codes, weights="identity", function="janson_olsson_iota")
     v = view(r, codes)
-    mom = r.item_moments[v.codes] * v.pairable[:, None]
+    mom = r.centered_item_moments()[v.codes] * v.pairable[:, None]
     count, total, square = mom[:, 0], mom[:, 1], mom[:, 2]
     mean_sq_diff = np.zeros_like(count)
     np.divide(2.0 * (count * square - total**2), count * (count - 1.0), out=mean_sq_diff, where=v.pairable)
@@ -163,7 +163,7 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
 
     def rater_block() -> sp.csr_matrix:
         rows, axis_pos = v.rows_on_axis()
-        x = r.values[rows]
+        x = r.values[rows] - r.moment_center
         cols = (r.rater_codes[rows] * 3)[:, None] + np.arange(3)
         data = np.column_stack([np.ones_like(x), x, x * x])
         return sp.csr_matrix((data.ravel(), (np.repeat(axis_pos, 3), cols.ravel())),

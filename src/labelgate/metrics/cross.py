@@ -135,7 +135,8 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
 
 
 def _cross_moments(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, n_ratings: int) -> ItemStatistic:
-    mx, my = x.item_moments[cx], y.item_moments[cy]
+    center = x.moment_center  # one centre for both replications: the distance is shift-invariant
+    mx, my = x.centered_item_moments(center)[cx], y.centered_item_moments(center)[cy]
     r_i, s_i = mx[:, 0], my[:, 0]
     w = (r_i + s_i) / (r_i * s_i)
     observed_i = w * (r_i * my[:, 2] + s_i * mx[:, 2] - 2.0 * mx[:, 1] * my[:, 1])

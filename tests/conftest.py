@@ -1,0 +1,21 @@
+"""Shared fixtures. Environment for Prefect/GX is set here, before anything imports them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+SHARED_DATA = Path(os.environ.get("LABELGATE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared real datasets folder; tests using it skip when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared datasets not found at {SHARED_DATA} (set LABELGATE_SHARED_DATA)")
+    return SHARED_DATA
