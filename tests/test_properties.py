@@ -51,7 +51,7 @@ def test_cross_kappa_with_one_rating_each_is_cohen(data):
 @SETTINGS
 @given(wide_ratings(), wide_ratings())
 def test_cross_kappa_is_symmetric(first, second):
-    (a, qa), (b, qb) = first, second
+    (a, _), (b, _) = first, second
     n = min(a.shape[0], b.shape[0])
     x, y = lg.Ratings.from_wide(a[:n]), lg.Ratings.from_wide(b[:n])
     _finite_equal(float(lg.cross_kappa(x, y)), float(lg.cross_kappa(y, x)))

@@ -13,11 +13,11 @@ whose ``reason`` says why. See ``docs/degenerate-input.md``.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """Reason codes shared by errors and NaN estimates."""
 
     # input errors

@@ -220,12 +220,12 @@ class Ratings:
     @property
     def n_items(self) -> int:
         """Number of distinct items (including items with a single rating)."""
-        return int(len(self.item_labels))
+        return len(self.item_labels)
 
     @property
     def n_raters(self) -> int:
         """Number of distinct raters."""
-        return int(len(self.rater_labels))
+        return len(self.rater_labels)
 
     @property
     def n_categories(self) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from labelgate.errors import ParameterError, Reason
 from labelgate.estimate import Estimate
 
-Block = np.ndarray | sp.spmatrix | sp.sparray
+Block: TypeAlias = np.ndarray | sp.spmatrix | sp.sparray
 Components = dict[str, np.ndarray]
 Finalize = Callable[[list[np.ndarray]], Components]
 Explain = Callable[[Components], tuple[Reason, str] | None]
@@ -139,14 +139,16 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
         value = float("nan")
     interval, n_failed = None, 0
     if ci is not None and np.isfinite(value):
+        level = float(ci)
         keys = ("value", *stat.interval_components)
         replicates = bootstrap_components(stat, n_boot=n_boot, seed=seed, keys=keys)
-        interval, n_failed = percentile_interval(_pick(replicates["value"], value_index), float(ci))
+        interval, n_failed = percentile_interval(_pick(replicates["value"], value_index), level)
         details["n_boot_undefined"] = n_failed
         for key in stat.interval_components:
-            part, _ = percentile_interval(replicates[key], float(ci))
+            part, _ = percentile_interval(replicates[key], level)
             details[f"{key}_ci_low"], details[f"{key}_ci_high"] = part if part else (np.nan, np.nan)
-    return Estimate(metric=metric, value=float(value), ci=interval, ci_level=float(ci) if interval else None,
+    return Estimate(metric=metric, value=float(value), ci=interval,
+                    ci_level=float(ci) if interval is not None and ci is not None else None,
                     n_items=stat.n_items, n_ratings=stat.n_ratings, n_items_excluded=stat.n_items_excluded,
                     reason=reason, reason_code=reason_code, details=details,
                     n_boot=n_boot if interval else 0)
@@ -177,8 +179,9 @@ def bootstrap_components(stat: ItemStatistic, *, n_boot: int, seed: Any,
 def resample_counts(rng: np.random.Generator, n_items: int, size: int) -> npt.NDArray[np.float64]:
     """``size`` bootstrap resamples of ``n_items`` items as a (size, n_items) multiplicity matrix."""
     dtype = np.int32 if n_items < 2**31 // max(size, 1) else np.int64
+    offsets = np.arange(size, dtype=np.int64) * n_items
     draws = rng.integers(0, n_items, size=(size, n_items), dtype=dtype)
-    draws += (np.arange(size, dtype=dtype) * n_items)[:, None]
+    draws += offsets.astype(dtype)[:, None]  # type: ignore[arg-type]  # numpy stubs lose the int dtype
     counts = np.bincount(draws.ravel(), minlength=size * n_items)
     return counts.reshape(size, n_items).astype(np.float64)
 

@@ -66,7 +66,7 @@ def _observed(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return safe_ratio(sums[:, 0], sums[:, 1]), sums[:, 1]
 
 
-def _stat(v: ItemView, blocks: list[Any], finalize: Any, **kw: Any) -> ItemStatistic:
+def _stat(v: ItemView, blocks: list[Any] | None, finalize: Any, **kw: Any) -> ItemStatistic:
     r = v.ratings
     excluded = excluded_single(r) if v.codes.size == 0 or v.pairable.all() else int((~v.pairable).sum())
     return ItemStatistic(blocks=blocks, finalize=finalize, n_items=v.n_pairable,
@@ -362,17 +362,18 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = 200
     stat = ItemStatistic(blocks=blocks, finalize=finalize, n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r))
     point = stat.point()
-    replicates = bootstrap(stat, n_boot=n_boot, seed=seed) if ci is not None and v.n_pairable else None
+    level = float(ci) if ci is not None else None
+    replicates = bootstrap(stat, n_boot=n_boot, seed=seed) if level is not None and v.n_pairable else None
     result: dict[Any, Estimate] = {}
     for k, category in enumerate(r.categories):
         value = float(point["value"][0, k])
         interval = None
-        if replicates is not None and np.isfinite(value):
-            interval, _ = percentile_interval(replicates[:, k], float(ci))  # type: ignore[arg-type]
+        if replicates is not None and level is not None and np.isfinite(value):
+            interval, _ = percentile_interval(replicates[:, k], level)
         unused = not np.isfinite(value)
         result[category] = Estimate(
             metric="specific_agreement", value=value if not unused else float("nan"), ci=interval,
-            ci_level=float(ci) if interval else None, n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
+            ci_level=level if interval else None, n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
             n_items_excluded=excluded_single(r),
             reason=f"category {category!r} is never used on an item with two or more ratings" if unused else None,
             reason_code=Reason.CATEGORY_NOT_PAIRED if unused else None,

@@ -76,12 +76,12 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
 def _resolve_distance(x: Ratings, distance: Distance) -> tuple[str, FloatArray | None]:
     """('nominal' | 'ordinal' | 'moments' | 'matrix', fixed matrix or None)."""
     if distance is None:
-        distance = {"nominal": "nominal", "ordinal": "ordinal"}.get(x.level, "interval")
+        distance = "nominal" if x.level == "nominal" else "ordinal" if x.level == "ordinal" else "interval"
     if isinstance(distance, str):
         check_option(distance, ("nominal", "ordinal", "interval"), "distance", "cross_kappa")
         if distance == "interval":
             return ("moments", None) if x.is_numeric else ("matrix", _squared(x.category_values))
-        return distance, None
+        return str(distance), None
     q = x.n_categories
     if callable(distance):
         matrix = np.asarray([[float(distance(a, b)) for b in x.categories] for a in x.categories])
@@ -123,7 +123,7 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
         totals = [((xc * w[:, None]).T @ yc).reshape(1, -1), xc.sum(axis=0), yc.sum(axis=0)]
         return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize_ord,
                              n_items=int(cx.size), n_ratings=n_ratings, explain=_explain_cross)
-    delta = 1.0 - np.eye(x.n_categories) if kind == "nominal" else matrix
+    delta: np.ndarray = 1.0 - np.eye(x.n_categories) if kind == "nominal" or matrix is None else matrix
     observed_i = np.einsum("ic,ck,ik->i", xc, delta, yc) * w
 
     def finalize(sums: list[np.ndarray]) -> Components:
