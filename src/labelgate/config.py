@@ -1,0 +1,280 @@
+"""Gate configuration: pydantic v2 models loaded from YAML with ``yaml.safe_load``.
+
+Unknown keys and invalid values are errors naming the key path and the file. Secrets never live in the
+file: SQL URLs and webhook URLs are read from environment variables (``url_env``) or Prefect blocks
+(``block``). See ``configs/example.yaml`` for a commented example.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from labelgate.errors import LabelGateError, Reason
+
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+Decision = Literal["ACCEPT", "REJECT", "REVIEW", "ERROR"]
+GateType = Literal["normalized_cross_kappa", "cross_kappa", "irr_baseline", "labeler_icc", "spa"]
+IrrName = Literal["krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac"]
+SpaWeighting = Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"]
+
+
+class ConfigError(LabelGateError, ValueError):
+    """The gate configuration is invalid (names the file and the key)."""
+
+    default_code = Reason.INVALID_PARAMETER
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Strict):
+    """Where a table comes from: a CSV/Parquet path, or a SQL query on a database named by an env var."""
+
+    path: str | None = None
+    format: Literal["auto", "csv", "parquet", "sql"] = "auto"
+    query: str | None = None
+    url_env: str | None = Field(None, description="Environment variable holding the SQLAlchemy URL.")
+
+    @model_validator(mode="after")
+    def _sql_needs_query_and_url(self) -> Source:
+        if self.format == "sql" and not (self.query and self.url_env):
+            raise ValueError("format 'sql' needs both 'query' and 'url_env' (the environment variable that holds "
+                             "the database URL)")
+        return self
+
+
+class Columns(_Strict):
+    """Column names of the long-format tables."""
+
+    item: str = "item_id"
+    rater: str = "rater_id"
+    label: str = "label"
+    pool: str = "pool"
+    question: str | None = None
+    timestamp: str | None = None
+
+
+class Pools(_Strict):
+    """Pool values used when one table holds both replications."""
+
+    crowd: str = "crowd"
+    trusted: str = "trusted"
+
+
+class Question(_Strict):
+    """One question of the task: its label column (or its value in the question column), level, categories."""
+
+    name: str
+    label_column: str | None = None
+    question_value: str | None = None
+    level: Level = "nominal"
+    categories: list[Any] | None = None
+
+
+class Gate(_Strict):
+    """One expectation with its thresholds.
+
+    ``type`` selects the expectation: ``normalized_cross_kappa`` / ``cross_kappa`` (``min_value``),
+    ``irr_baseline`` (``tolerance`` or ``min_ratio``, optional ``max_excess``, ``irr``), ``labeler_icc``
+    (``margin``), ``spa`` (``min_value`` / ``max_value``, ``weighting``).
+    """
+
+    type: GateType
+    severity: Literal["blocking", "warning"] = "blocking"
+    questions: list[str] | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+    tolerance: float | None = None
+    min_ratio: float | None = None
+    max_excess: float | None = None
+    margin: float = 0.0
+    irr: IrrName = "krippendorff_alpha"
+    weighting: SpaWeighting = "annotations_m1"
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> Gate:
+        needs = {"normalized_cross_kappa": ("min_value",), "cross_kappa": ("min_value",)}
+        for key in needs.get(self.type, ()):
+            if getattr(self, key) is None:
+                raise ValueError(f"gate type {self.type!r} needs '{key}'")
+        if self.type == "irr_baseline" and self.tolerance is None and self.min_ratio is None:
+            raise ValueError("gate type 'irr_baseline' needs 'tolerance' or 'min_ratio'")
+        if self.type == "spa" and self.min_value is None and self.max_value is None:
+            raise ValueError("gate type 'spa' needs 'min_value' and/or 'max_value'")
+        if self.min_value is not None and self.max_value is not None and self.min_value > self.max_value:
+            raise ValueError(f"min_value {self.min_value} is greater than max_value {self.max_value}")
+        return self
+
+
+class Interval(_Strict):
+    """Bootstrap settings shared by all expectations."""
+
+    ci: float | None = Field(0.95, gt=0, lt=1)
+    n_boot: int = Field(2000, ge=2)
+    seed: int | None = 0
+    use_ci_bound: bool = True
+
+
+class Validation(_Strict):
+    """What to do with rows that fail validation (they are always quarantined, never dropped silently)."""
+
+    on_invalid: Literal["reject", "continue"] = "reject"
+    max_invalid_share: float = Field(0.0, ge=0, le=1)
+
+
+class Coverage(_Strict):
+    """Minimum overlap between the batch and the trusted replication (below it: REVIEW)."""
+
+    min_coverage: float = Field(0.1, ge=0, le=1)
+    min_common_items: int = Field(20, ge=1)
+
+
+class Store(_Strict):
+    """Results store: a SQLAlchemy URL (default a SQLite file), or an env var holding it."""
+
+    url: str = "sqlite:///labelgate-results.db"
+    url_env: str | None = None
+
+    @model_validator(mode="after")
+    def _no_password_in_file(self) -> Store:
+        if "@" in self.url.split("//", 1)[-1].split("/", 1)[0]:
+            raise ValueError("the store URL holds credentials; put it in an environment variable and name it in "
+                             "'url_env'")
+        return self
+
+
+class Reports(_Strict):
+    """Where reports, quarantine files and Data Docs are written."""
+
+    dir: str = "reports"
+
+
+class AlertChannel(_Strict):
+    """One alert channel: a Prefect notification block by name, or a webhook/Slack URL held in an env var."""
+
+    type: Literal["webhook", "slack", "prefect_block"]
+    url_env: str | None = None
+    block: str | None = None
+
+    @model_validator(mode="after")
+    def _target(self) -> AlertChannel:
+        if self.type == "prefect_block" and not self.block:
+            raise ValueError("channel type 'prefect_block' needs 'block' (the saved block's name)")
+        if self.type in ("webhook", "slack") and not self.url_env:
+            raise ValueError(f"channel type {self.type!r} needs 'url_env' (the environment variable holding the "
+                             "URL; URLs are secrets and never belong in the file)")
+        return self
+
+
+class Alerts(_Strict):
+    """When and where to alert."""
+
+    on: list[Decision] = ["REJECT", "REVIEW", "ERROR"]
+    channels: list[AlertChannel] = []
+    retries: int = Field(2, ge=0, le=10)
+    timeout_seconds: float = Field(10.0, gt=0)
+
+
+class GateConfig(_Strict):
+    """The whole gate configuration."""
+
+    version: Literal[1] = 1
+    batch: Source = Source()
+    trusted: Source = Source()
+    columns: Columns = Columns()
+    pools: Pools = Pools()
+    questions: list[Question] = [Question(name="label")]
+    gates: list[Gate] = [Gate(type="normalized_cross_kappa", min_value=0.8),
+                         Gate(type="irr_baseline", tolerance=0.1)]
+    interval: Interval = Interval()
+    validation: Validation = Validation()
+    coverage: Coverage = Coverage()
+    store: Store = Store()
+    reports: Reports = Reports()
+    alerts: Alerts = Alerts()
+    runner: Literal["local", "dask"] = "local"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GateConfig:
+        names = [q.name for q in self.questions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"question names must be unique; got {names}")
+        if not self.questions:
+            raise ValueError("at least one question is needed")
+        for gate in self.gates:
+            unknown = set(gate.questions or ()) - set(names)
+            if unknown:
+                raise ValueError(f"gate {gate.type!r} names unknown question(s) {sorted(unknown)}")
+        return self
+
+    def label_column(self, question: Question) -> str:
+        """The column holding this question's labels."""
+        return question.label_column or self.columns.label
+
+    def gates_for(self, question: Question) -> list[Gate]:
+        """Gates that apply to ``question`` (labeler ICC only where the level is numeric)."""
+        return [g for g in self.gates if (g.questions is None or question.name in g.questions)]
+
+    def digest(self) -> str:
+        """Stable hash of the configuration (part of the idempotency key of a gate run)."""
+        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def load_config(path: str | Path) -> GateConfig:
+    """Load and validate a YAML gate configuration.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing or not YAML, or a key is unknown or invalid; the message names the file and
+        the key path (e.g. ``gates[1].min_value``).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "gate.yaml"
+    >>> _ = p.write_text("gates:\\n  - type: cross_kappa\\n    min_value: 0.4\\n")
+    >>> load_config(p).gates[0].min_value
+    0.4
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration file ({exc.strerror}).",
+                          file=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
+    return config_from_dict({} if data is None else data, source=str(path))
+
+
+def config_from_dict(data: Any, source: str = "<dict>") -> GateConfig:
+    """Validate a configuration given as a mapping (``source`` names it in errors)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the configuration must be a mapping of keys; got {type(data).__name__}.",
+                          file=source)
+    try:
+        return GateConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _key_path(first["loc"])
+        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{source}: {key or '<top level>'}: {problem}{more}.", file=source, key=key) from None
+
+
+def _key_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
