@@ -176,7 +176,7 @@ class AlertChannel(_Strict):
 class Alerts(_Strict):
     """When and where to alert."""
 
-    on: list[Decision] = ["REJECT", "REVIEW", "ERROR"]
+    notify_on: list[Decision] = ["REJECT", "REVIEW", "ERROR"]
     channels: list[AlertChannel] = []
     retries: int = Field(2, ge=0, le=10)
     timeout_seconds: float = Field(10.0, gt=0)
