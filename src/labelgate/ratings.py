@@ -126,15 +126,8 @@ class Ratings:
         if _n_rows(data, item) == 0:
             raise InputError("The ratings table is empty (0 rows).", Reason.EMPTY_INPUT)
         row_labels = getattr(data, "index", None)
-        items = _factorize(data[item])
-        raters = _factorize(data[rater])
-        values = _factorize(data[value])
-        for name, col in ((item, items), (rater, raters)):
-            bad = np.flatnonzero(col.codes < 0)
-            if bad.size:
-                raise InputError(f"Column {name!r} has a missing id in {bad.size} row(s), first at row "
-                                 f"{_row_label(row_labels, bad[0])!r}.", Reason.MISSING_ID,
-                                 column=name, row=_row_label(row_labels, bad[0]))
+        items, raters, values = (_factorize(data[c]) for c in (item, rater, value))
+        _check_ids(((item, items), (rater, raters)), row_labels)
         return cls._from_factorized(items, raters, values, level=level, categories=categories,
                                     duplicates=duplicates, missing=missing, value_column=value,
                                     row_labels=row_labels)
@@ -173,13 +166,13 @@ class Ratings:
         raters = _Column(rater_idx.astype(np.int64), rater_labels)
         return cls._from_factorized(items, raters, values, level=level, categories=categories,
                                     duplicates="error", missing="drop", value_column="value",
-                                    row_labels=None, keep_all_items=True)
+                                    row_labels=None)
 
     @classmethod
     def _from_factorized(cls, items: _Column, raters: _Column, values: _Column, *, level: Level,
                          categories: Sequence[Any] | None, duplicates: DuplicatePolicy,
                          missing: MissingPolicy, value_column: str, row_labels: Any,
-                         keep_all_items: bool = False) -> Ratings:
+                         shared_item_index: bool = False) -> Ratings:
         missing_rows = np.flatnonzero(values.codes < 0)
         if missing_rows.size and missing == "error":
             row = _row_label(row_labels, missing_rows[0])
@@ -206,8 +199,11 @@ class Ratings:
         keep_rows = _resolve_duplicates(pair_key, duplicates, rows, items, raters, row_labels)
         item_codes, rater_codes = item_codes[keep_rows], rater_codes[keep_rows]
         value_codes = value_codes[keep_rows]
-        item_labels, item_codes = _compact(items.uniques, item_codes, keep_all_items)
-        rater_labels, rater_codes = _compact(raters.uniques, rater_codes, keep_all_items)
+        if shared_item_index:  # pools keep the index of the whole table, so items align by code
+            item_labels = items.uniques
+        else:
+            item_labels, item_codes = _compact(items.uniques, item_codes)
+        rater_labels, rater_codes = _compact(raters.uniques, rater_codes)
         return cls(item_codes, rater_codes, value_codes, item_labels=item_labels, rater_labels=rater_labels,
                    categories=cats, level=level, n_dropped_missing=int(missing_rows.size))
 
@@ -219,8 +215,13 @@ class Ratings:
 
     @property
     def n_items(self) -> int:
-        """Number of distinct items (including items with a single rating)."""
+        """Size of the item index (for pools of :func:`ratings_by_pool`, the whole table's items)."""
         return len(self.item_labels)
+
+    @property
+    def n_rated_items(self) -> int:
+        """Items with at least one rating in these Ratings."""
+        return int((self.ratings_per_item > 0).sum())
 
     @property
     def n_raters(self) -> int:
@@ -329,12 +330,12 @@ class Ratings:
 
 def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater: str = "rater_id",
                     value: str = "label", *, level: Level = "nominal", categories: Sequence[Any] | None = None,
-                    duplicates: DuplicatePolicy = "error") -> dict[Any, Ratings]:
+                    duplicates: DuplicatePolicy = "error", missing: MissingPolicy = "drop") -> dict[Any, Ratings]:
     """Split one long table with a pool/replication column into one `Ratings` per pool.
 
-    All pools share one category list (explicit, or the union of observed
-    labels) and one item index, so cross-replication metrics align items by
-    code without re-hashing ids.
+    All pools share one category list (explicit, or the union of observed labels) and one item index
+    (every item of the table, rated by the pool or not), so cross-replication metrics align items by
+    code without re-hashing ids. Each column is factorised once for the whole table.
 
     Examples
     --------
@@ -345,23 +346,30 @@ def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater:
     >>> sorted(pools), pools["crowd"].n_ratings
     (['crowd', 'trusted'], 2)
     """
+    check_option(level, LEVELS, "level", "ratings_by_pool")
     columns = _column_names(data)
-    if pool not in columns:
-        raise InputError(f"Column {pool!r} (the pool column) is missing; the data has columns "
-                         f"{sorted(map(str, columns))}.", Reason.MISSING_COLUMN, column=pool)
-    full = Ratings.from_long(data, item=item, rater=rater, value=value, level=level,
-                             categories=categories, duplicates="first", missing="drop")
-    pools = _factorize(data[pool])
-    if (pools.codes < 0).any():
-        row = _row_label(getattr(data, "index", None), int(np.flatnonzero(pools.codes < 0)[0]))
-        raise InputError(f"Column {pool!r} has a missing pool value at row {row!r}.", Reason.MISSING_ID,
-                         column=pool, row=row)
+    for role, name in (("pool", pool), ("item", item), ("rater", rater), ("value", value)):
+        if name not in columns:
+            raise InputError(f"Column {name!r} (the {role} column) is missing; the data has columns "
+                             f"{sorted(map(str, columns))}.", Reason.MISSING_COLUMN, column=name)
+    if _n_rows(data, item) == 0:
+        raise InputError("The ratings table is empty (0 rows).", Reason.EMPTY_INPUT)
+    row_labels = getattr(data, "index", None)
+    items, raters, values, pools = (_factorize(data[c]) for c in (item, rater, value, pool))
+    _check_ids(((item, items), (rater, raters), (pool, pools)), row_labels)
+    if categories is None:  # one category list for all pools: the union of the observed labels
+        present = np.unique(values.codes[values.codes >= 0])
+        categories, _ = _resolve_categories(values.uniques[present], None, level, value)
     result: dict[Any, Ratings] = {}
+    positions = np.arange(len(pools.codes))
     for code, name in enumerate(pools.uniques):
-        subset = {k: _take(data[k], pools.codes == code) for k in (item, rater, value)}
-        one = Ratings.from_long(subset, item=item, rater=rater, value=value, level=level,
-                                categories=full.categories, duplicates=duplicates, missing="drop")
-        result[_python_scalar(name)] = _reindex_items(one, full.item_labels)
+        rows = pools.codes == code
+        labels = positions[rows] if row_labels is None else np.asarray(row_labels)[rows]
+        result[_python_scalar(name)] = Ratings._from_factorized(
+            _Column(items.codes[rows], items.uniques), _Column(raters.codes[rows], raters.uniques),
+            _Column(values.codes[rows], values.uniques), level=level, categories=categories,
+            duplicates=duplicates, missing=missing, value_column=value, row_labels=labels,
+            shared_item_index=True)
     return result
 
 
@@ -373,6 +381,16 @@ def _column_names(data: Any) -> list[Any]:
         return list(data.keys())
     raise InputError(f"Long ratings must be a DataFrame or a mapping of columns; got {type(data).__name__}.",
                      Reason.EMPTY_INPUT)
+
+
+def _check_ids(columns: Iterable[tuple[str, _Column]], row_labels: Any) -> None:
+    """Raise on the first missing id, naming the column and the row."""
+    for name, col in columns:
+        bad = np.flatnonzero(col.codes < 0)
+        if bad.size:
+            row = _row_label(row_labels, bad[0])
+            raise InputError(f"Column {name!r} has a missing id in {bad.size} row(s), first at row {row!r}.",
+                             Reason.MISSING_ID, column=name, row=row)
 
 
 def _n_rows(data: Any, column: str) -> int:
@@ -426,12 +444,6 @@ def _row_label(row_labels: Any, position: int) -> Any:
 
 def _python_scalar(value: Any) -> Any:
     return value.item() if hasattr(value, "item") and getattr(value, "ndim", 1) == 0 else value
-
-
-def _take(column: Any, mask: npt.NDArray[np.bool_]) -> Any:
-    if hasattr(column, "to_numpy"):
-        column = column.to_numpy()
-    return np.asarray(column, dtype=object)[mask]
 
 
 def _resolve_categories(uniques: np.ndarray, categories: Sequence[Any] | None, level: Level,
@@ -514,25 +526,13 @@ def _resolve_duplicates(pair_key: IntArray, policy: DuplicatePolicy, rows: IntAr
     return np.sort(chosen)
 
 
-def _compact(labels: np.ndarray, codes: IntArray, keep_all: bool) -> tuple[np.ndarray, IntArray]:
-    """Drop labels that no remaining judgement uses and renumber the codes."""
-    if keep_all:
-        used = np.unique(codes)
-        if used.size == len(labels):
-            return np.asarray(labels, dtype=object), codes
-    used, new_codes = np.unique(codes, return_inverse=True)
-    return np.asarray(labels, dtype=object)[used], new_codes.astype(np.int64)
-
-
-def _reindex_items(ratings: Ratings, all_labels: np.ndarray) -> Ratings:
-    """Re-express ``ratings`` on the item index ``all_labels`` (shared by all pools)."""
-    position = {label: i for i, label in enumerate(all_labels.tolist())}
-    remap = np.asarray([position[label] for label in ratings.item_labels.tolist()], dtype=np.int64)
-    return Ratings(remap[ratings.item_codes], ratings.rater_codes, ratings.value_codes,
-                   item_labels=all_labels, rater_labels=ratings.rater_labels,
-                   categories=ratings.categories, level=ratings.level,
-                   n_dropped_missing=ratings.n_dropped_missing)
-
+def _compact(labels: np.ndarray, codes: IntArray) -> tuple[np.ndarray, IntArray]:
+    """Drop labels that no remaining judgement uses and renumber the codes (O(N), no sort)."""
+    used = np.bincount(codes, minlength=len(labels)) > 0
+    if used.all():
+        return np.asarray(labels, dtype=object), codes
+    renumber = np.cumsum(used) - 1
+    return np.asarray(labels, dtype=object)[used], renumber[codes].astype(np.int64)
 
 def _moments(codes: IntArray, values: FloatArray, n: int) -> FloatArray:
     out = np.empty((n, 3), dtype=np.float64)

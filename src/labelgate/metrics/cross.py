@@ -157,10 +157,10 @@ def _cross_components(observed: np.ndarray, expected: np.ndarray, r_tot: np.ndar
     return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e}
 
 
-def _coverage(x: Ratings, y: Ratings, cx: IntArray) -> dict[str, float]:
-    return {"n_common_items": float(cx.size),
-            "coverage_x": cx.size / max(int((x.ratings_per_item > 0).sum()), 1),
-            "coverage_y": cx.size / max(int((y.ratings_per_item > 0).sum()), 1)}
+def _coverage(x: Ratings, y: Ratings, cx: IntArray) -> dict[str, float | int]:
+    return {"n_common_items": int(cx.size),
+            "coverage_x": cx.size / max(x.n_rated_items, 1),
+            "coverage_y": cx.size / max(y.n_rated_items, 1)}
 
 
 def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float | None = None,
