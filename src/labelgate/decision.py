@@ -4,7 +4,7 @@ Per blocking expectation (warnings are reported, never blocking):
 
 * value undefined (NaN)                                  → REVIEW
 * judged on intervals (``use_ci_bound`` and an interval):
-  the whole interval passes                              → pass
+  the whole interval and the point pass                  → pass
   the point fails and the whole interval fails           → REJECT
   otherwise (the interval straddles a threshold)         → REVIEW
 * judged on the point (no interval): fails               → REJECT
@@ -64,8 +64,8 @@ class Outcome:
             return "review"
         if self.interval_verdict is None:
             return "pass" if self.passes_on_point else "reject"
-        if self.interval_verdict == "pass":
-            return "pass"
+        if self.interval_verdict == "pass":  # a percentile interval can exclude its point: then do not accept
+            return "pass" if self.passes_on_point else "review"
         if self.interval_verdict == "fail" and not self.passes_on_point:
             return "reject"
         return "review"
