@@ -96,7 +96,7 @@ class Scenario:
     categories: Sequence[Any] = ("neg", "neu", "pos")
     difficulty: float = 0.3
     pools: tuple[PoolSpec, ...] = (
-        PoolSpec("crowd", n_raters=200, ratings_per_item=(2, 4), noise=0.25),
+        PoolSpec("crowd", n_raters=200, ratings_per_item=(2, 4), noise=0.1),
         PoolSpec("trusted", n_raters=12, ratings_per_item=(3, 3), noise=0.1, item_share=0.5),
     )
     contentment: bool = False
@@ -241,7 +241,7 @@ def _add_colluders(frame: pd.DataFrame, s: Scenario, pool: PoolSpec, items: np.n
 def scenario_named(name: str, n_items: int = 1000) -> Scenario:
     """Ready-made scenarios used by the demo and the tests.
 
-    ``good`` — the crowd is an extension of the trusted pool; ``random`` — crowd labels at random;
+    ``good`` — the crowd is simulated from the trusted pool's process; ``random`` — crowd labels at random;
     ``contentment`` — both pools agree internally but not with each other; ``spammers`` — a fifth of
     the crowd guesses; ``drift`` — the crowd's noise triples halfway through.
     """
