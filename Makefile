@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.labelgate-installed
 
-.PHONY: test test-slow lint bench setup clean
+.PHONY: demo test test-slow lint bench bench-real setup clean
 
 setup: $(STAMP)
 
@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps "irrCAC==0.4.4"
 	touch $(STAMP)
+
+## The main job (README): gate a good and a bad synthetic batch on embedded defaults
+## (Prefect's local API on SQLite, a SQLite results store, HTML reports in labelgate-demo/).
+demo: $(STAMP)
+	$(VENV)/bin/labelgate demo --out labelgate-demo
 
 ## The test command (README, .ci/run): unit, property, differential and doc tests.
 test: $(STAMP)
@@ -31,5 +36,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 
+bench-real: $(STAMP)
+	$(PY) benchmarks/real_data_panel.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis labelgate-demo

@@ -213,8 +213,9 @@ def _metric_rows(outcome: Outcome) -> dict[str, dict[str, Any]]:
         "reason": outcome.reason}}
     components = d.get("components") or {}
     for key, value in components.items():
-        if (key.endswith(("_ci_low", "_ci_high")) or key.startswith("n_") or isinstance(value, bool)
-                or not isinstance(value, (int, float))):
+        # components with an interval are metrics (both IRRs, kappa_x, the IRR difference...);
+        # the rest (d_o, d_e, counts) stay in the stored details
+        if f"{key}_ci_low" not in components or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         rows.setdefault(key, {"value": value, "ci_low": components.get(f"{key}_ci_low"),
                               "ci_high": components.get(f"{key}_ci_high")})

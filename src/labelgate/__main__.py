@@ -1,0 +1,5 @@
+"""``python -m labelgate`` runs the command line."""
+
+from labelgate.cli import main
+
+main()

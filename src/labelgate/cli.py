@@ -1,0 +1,263 @@
+"""The ``labelgate`` command line: gate a batch, compute a metrics panel, run the demo, write synthetic data.
+
+Exit codes of ``gate`` (and ``demo`` for its last batch): 0 ACCEPT, 1 REJECT, 2 REVIEW, 3 ERROR.
+Errors print one line and a hint; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+# Prefect reads these when it is imported: keep a CLI run quiet and tolerant of slow machines.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="LabelGate: agreement gates for human-labelling batches.")
+
+
+class _State:
+    debug = False
+
+
+@app.callback()
+def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and Prefect logs.")] = False) -> None:
+    _State.debug = debug
+    if debug:
+        os.environ["PREFECT_LOGGING_LEVEL"] = "INFO"
+
+
+@contextmanager
+def _status(message: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A spinner with a changing label when attached to a terminal; silent otherwise."""
+    if not (enabled and sys.stderr.isatty()):
+        yield lambda _label: None
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(message) as status:
+        yield lambda label: status.update(f"{message} — {label}")
+
+
+def _fail(error: BaseException, hint: str) -> typer.Exit:
+    if _State.debug:
+        raise error
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    typer.echo(f"error: {message.strip().splitlines()[0]}", err=True)
+    typer.echo(f"hint: {hint}", err=True)
+    return typer.Exit(EXIT_CODES["ERROR"])
+
+
+# ----------------------------------------------------------------------------------------------- gate
+@app.command()
+def gate(
+    batch: Annotated[Path, typer.Option("--batch", help="The new batch (CSV/Parquet); may hold both pools.")],
+    config: Annotated[Path, typer.Option("--config", help="Gate configuration (YAML).")],
+    trusted: Annotated[Path | None, typer.Option("--trusted", help="The trusted replication.")] = None,
+    batch_id: Annotated[str | None, typer.Option("--batch-id", help="Name of the batch in store and reports.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Recompute even if this batch was gated before.")] = False,
+) -> None:
+    """Accept, reject or send a batch to review against a trusted replication."""
+    summary = _run_gate(config, batch, trusted, batch_id, force, progress=not as_json)
+    if as_json:
+        typer.echo(json.dumps(gate_json(summary), default=str))
+    else:
+        typer.echo(gate_text(summary))
+    raise typer.Exit(EXIT_CODES.get(summary.get("decision", "ERROR"), 3))
+
+
+def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | None, force: bool,
+              progress: bool) -> dict[str, Any]:
+    with _status("Gating the batch (first start of the local Prefect API takes a few seconds)", progress):
+        from labelgate.flows.gate import gate_flow
+
+        return gate_flow(str(config), batch=str(batch), trusted=str(trusted) if trusted else None,
+                         batch_id=batch_id, force=force)
+
+
+def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
+    """The ``--json`` object: decision, batch_id, reasons, coverage, metrics, report (+ run details)."""
+    metrics = {question: {name: {k: row.get(k) for k in ("value", "ci_low", "ci_high")}
+                          for name, row in rows.items()}
+               for question, rows in (summary.get("metrics") or {}).items()}
+    return {"decision": summary.get("decision"), "batch_id": summary.get("batch_id"),
+            "reasons": summary.get("reasons", []), "warnings": summary.get("warnings", []),
+            "coverage": summary.get("coverage", {}), "metrics": metrics, "report": summary.get("report"),
+            "run_id": summary.get("run_id"), "reused": summary.get("reused", False),
+            "alerts": summary.get("alerts", [])}
+
+
+def gate_text(summary: dict[str, Any]) -> str:
+    """A readable summary of a gate run."""
+    lines = [f"{summary.get('decision')}  batch {summary.get('batch_id')}"
+             + ("  (stored decision reused; --force recomputes)" if summary.get("reused") else "")]
+    for reason in summary.get("reasons") or []:
+        lines.append(f"  reason: {reason}")
+    for warning in summary.get("warnings") or []:
+        lines.append(f"  warning: {warning}")
+    coverage = summary.get("coverage") or {}
+    if coverage:
+        lines.append(f"  coverage: {coverage.get('common_items')} of {coverage.get('batch_items')} batch items are "
+                     f"in the trusted replication ({_num(coverage.get('coverage'))})")
+    for question, rows in (summary.get("metrics") or {}).items():
+        lines.append(f"  [{question}]")
+        for name, row in rows.items():
+            verdict = f"  {row['verdict']}" if row.get("verdict") else ""
+            lines.append(f"    {name:<26} {_num(row.get('value'))}  [{_num(row.get('ci_low'))}, "
+                         f"{_num(row.get('ci_high'))}]{verdict}")
+    for outcome in summary.get("alerts") or []:
+        lines.append(f"  alert {outcome.get('channel')}: {'sent' if outcome.get('ok') else outcome.get('error')}")
+    if summary.get("report"):
+        lines.append(f"  report: {summary['report']}")
+    return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
+
+
+# -------------------------------------------------------------------------------------------- metrics
+@app.command()
+def metrics(
+    path: Annotated[Path, typer.Argument(help="Long table (CSV/Parquet), one row per judgement.")],
+    level: Annotated[str, typer.Option(help="nominal | ordinal | interval | ratio")] = "nominal",
+    item: Annotated[str, typer.Option(help="Item id column.")] = "item_id",
+    rater: Annotated[str, typer.Option(help="Rater id column.")] = "rater_id",
+    label: Annotated[str, typer.Option(help="Label column.")] = "label",
+    pool: Annotated[str, typer.Option(help="Pool column (two pools: cross-replication metrics too).")] = "pool",
+    ci: Annotated[float | None, typer.Option(help="Interval level; 0 for none.")] = 0.95,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The core metrics panel for one file (one or two pools)."""
+    import labelgate as lg
+    from labelgate.config import Columns, Source
+    from labelgate.io import load_table
+    from labelgate.metrics.panel import metrics_panel
+
+    try:
+        with _status("Computing agreement metrics", not as_json) as progress:
+            progress("reading")
+            table = load_table(Source(path=str(path)), columns=Columns(item=item, rater=rater, label=label,
+                                                                         pool=pool))
+            progress("building Ratings")
+            if pool in table.columns and table[pool].nunique() >= 2:
+                pools = lg.ratings_by_pool(table, pool=pool, item=item, rater=rater, value=label, level=level)
+            else:
+                pools = {"all": lg.Ratings.from_long(table, item=item, rater=rater, value=label, level=level)}
+            panel = metrics_panel(pools, ci=ci or None, n_boot=n_boot, seed=seed, progress=progress)
+    except Exception as exc:
+        raise _fail(exc, "check the file path, the column names (--item/--rater/--label/--pool) and --level") \
+            from None
+    result = {group: {name: est.to_dict() for name, est in row.items()} for group, row in panel.items()}
+    if as_json:
+        typer.echo(json.dumps(result, default=str))
+        return
+    for group, row in result.items():
+        typer.echo(f"[{group}]")
+        for name, d in row.items():
+            note = f"  ({d['reason']})" if d.get("reason") else ""
+            typer.echo(f"  {name:<24} {_num(d['value'])}  [{_num(d['ci_low'])}, {_num(d['ci_high'])}]"
+                       f"  n_items={d['n_items']}{note}")
+
+
+# ---------------------------------------------------------------------------------------------- synth
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("synthetic"),
+    scenario: Annotated[str, typer.Option(help="good | random | contentment | spammers | collusion | drift")] = "good",
+    n_items: Annotated[int, typer.Option(help="Items in the batch.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Write synthetic replications: batch.csv (crowd), trusted.csv and both.csv (with a pool column)."""
+    try:
+        paths = write_synthetic(out, scenario, n_items, seed)
+    except Exception as exc:
+        raise _fail(exc, "see `labelgate synth --help` for the scenarios") from None
+    for name, path in paths.items():
+        typer.echo(f"{name}: {path}")
+
+
+def write_synthetic(out: Path, scenario: str, n_items: int, seed: int) -> dict[str, Path]:
+    """Simulate a scenario and write the batch, trusted and combined files."""
+    from labelgate.synth import scenario_named, simulate
+
+    data = simulate(scenario_named(scenario, n_items), seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"batch": out / "batch.csv", "trusted": out / "trusted.csv", "both": out / "both.csv"}
+    data[data["pool"] == "crowd"].to_csv(paths["batch"], index=False)
+    data[data["pool"] == "trusted"].to_csv(paths["trusted"], index=False)
+    data.to_csv(paths["both"], index=False)
+    return paths
+
+
+# ----------------------------------------------------------------------------------------------- demo
+DEMO_CONFIG = """\
+# Written by `labelgate demo`: the example configuration with the demo's paths.
+gates:
+  - type: normalized_cross_kappa
+    min_value: 0.8
+  - type: irr_baseline
+    tolerance: 0.1
+    max_excess: 0.25
+  - type: cross_kappa
+    min_value: 0.2
+    severity: warning
+  - type: spa
+    min_value: 0.4
+    severity: warning
+interval: {{ci: 0.95, n_boot: {n_boot}, seed: 0, use_ci_bound: true}}
+store: {{url: "sqlite:///{store}"}}
+reports: {{dir: "{reports}"}}
+"""
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="Folder for data, reports and the results store.")] = Path(
+        "labelgate-demo"),
+    n_items: Annotated[int, typer.Option(help="Items per batch.")] = 2000,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
+) -> None:
+    """Generate example data, gate a good and a bad batch, and print where the reports are."""
+    out = out.resolve()
+    config = out / "gate.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    config.write_text(DEMO_CONFIG.format(store=(out / "results.db").as_posix(), reports=(out / "reports").as_posix(),
+                                         n_boot=n_boot), encoding="utf-8")
+    batches = {"good": "a crowd batch simulated from the trusted raters' process",
+               "contentment": "a crowd that agrees with itself but not with the trusted raters (xRR paper Fig. 5)"}
+    decisions = {}
+    for scenario, description in batches.items():
+        paths = write_synthetic(out / "data" / scenario, scenario, n_items, seed=7)
+        typer.echo(f"\n== {scenario}: {description}")
+        summary = _run_gate(config, paths["batch"], paths["trusted"], f"demo-{scenario}", force=True, progress=True)
+        typer.echo(gate_text(summary))
+        decisions[scenario] = summary.get("decision")
+    typer.echo(f"\nresults store: {out / 'results.db'}\nconfig: {config}")
+    expected = {"good": "ACCEPT", "contentment": "REJECT"}
+    if decisions != expected:
+        typer.echo(f"unexpected demo decisions {decisions} (expected {expected})", err=True)
+        raise typer.Exit(EXIT_CODES["ERROR"])
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
