@@ -30,6 +30,8 @@ class Reason(StrEnum):
     EMPTY_INPUT = "empty_input"
     UNSORTABLE_CATEGORIES = "unsortable_categories"
     TOO_MANY_CATEGORIES = "too_many_categories"
+    UNREADABLE_INPUT = "unreadable_input"
+    MISSING_SETTING = "missing_setting"
     # design errors
     NO_COMMON_ITEMS = "no_common_items"
     INCOMPATIBLE_RATINGS = "incompatible_ratings"

@@ -88,7 +88,7 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
         file = path if path is not None else source.path
         if file is None:
             raise InputError(f"No {role} table given: pass a file or set '{role}.path' (or a SQL query) in "
-                             "the configuration.", Reason.EMPTY_INPUT, role=role)
+                             "the configuration.", Reason.MISSING_SETTING, role=role)
         file = Path(file)
         fmt = _format_of(file, fmt if fmt != "sql" else "auto", role)
         table = _read_file(file, fmt, columns, role)
@@ -104,7 +104,7 @@ def _format_of(path: Path, fmt: str, role: str) -> str:
     kind = _SUFFIXES.get(suffixes[-1]) if suffixes else None
     if kind is None:
         raise InputError(f"Cannot tell the format of the {role} file {str(path)!r} from its extension; use "
-                         ".csv, .tsv or .parquet, or set 'format' in the configuration.", Reason.EMPTY_INPUT,
+                         ".csv, .tsv or .parquet, or set 'format' in the configuration.", Reason.UNREADABLE_INPUT,
                          file=str(path))
     return kind
 
@@ -112,7 +112,7 @@ def _format_of(path: Path, fmt: str, role: str) -> str:
 def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.DataFrame:
     if not path.is_file():
         problem = "is a directory, not a file" if path.is_dir() else "does not exist"
-        raise InputError(f"The {role} file {str(path)!r} {problem}.", Reason.EMPTY_INPUT, file=str(path))
+        raise InputError(f"The {role} file {str(path)!r} {problem}.", Reason.UNREADABLE_INPUT, file=str(path))
     try:
         if fmt == "parquet":
             return pd.read_parquet(path)
@@ -122,14 +122,14 @@ def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.D
         return pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=[""])
     except ImportError:
         raise InputError(f"Reading the Parquet {role} file {str(path)!r} needs pyarrow, which is not "
-                         "installed; install pyarrow or convert the file to CSV.", Reason.EMPTY_INPUT,
+                         "installed; install pyarrow or convert the file to CSV.", Reason.UNREADABLE_INPUT,
                          file=str(path)) from None
     except pd.errors.EmptyDataError:
         raise InputError(f"The {role} file {str(path)!r} is empty (no header row).", Reason.EMPTY_INPUT,
                          file=str(path)) from None
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputError(f"Cannot read the {role} file {str(path)!r} as {fmt.upper()}: {exc}",
-                         Reason.EMPTY_INPUT, file=str(path)) from None
+                         Reason.UNREADABLE_INPUT, file=str(path)) from None
 
 
 def _read_sql(source: Source, role: str) -> pd.DataFrame:
@@ -142,12 +142,12 @@ def _read_sql(source: Source, role: str) -> pd.DataFrame:
     url = os.environ.get(name, "")
     if not url:
         raise InputError(f"The environment variable {name!r} (the database URL of the {role} query) is not "
-                         "set.", Reason.EMPTY_INPUT, env=name)
+                         "set.", Reason.MISSING_SETTING, env=name)
     try:
         engine = create_engine(url)
     except Exception as exc:  # malformed URL: ArgumentError; missing driver: ImportError/NoSuchModuleError
         raise InputError(f"The environment variable {name!r} does not hold a usable SQLAlchemy URL "
-                         f"({type(exc).__name__}).", Reason.EMPTY_INPUT, env=name) from None
+                         f"({type(exc).__name__}).", Reason.UNREADABLE_INPUT, env=name) from None
     try:
         with engine.connect() as connection:
             try:
@@ -156,13 +156,13 @@ def _read_sql(source: Source, role: str) -> pd.DataFrame:
                 # pandas wraps the DBAPI error; its `orig` is the driver's message (no URL)
                 cause = exc if isinstance(exc, DBAPIError) else exc.__cause__
                 detail = cause.orig if isinstance(cause, DBAPIError) else type(exc).__name__
-                raise InputError(f"The {role} query failed: {detail}", Reason.EMPTY_INPUT,
+                raise InputError(f"The {role} query failed: {detail}", Reason.UNREADABLE_INPUT,
                                  env=name) from None
     except InputError:
         raise
     except (SQLAlchemyError, OSError) as exc:
         raise InputError(f"Cannot connect to the database named by {name!r} ({type(exc).__name__}).",
-                         Reason.EMPTY_INPUT, env=name) from None
+                         Reason.UNREADABLE_INPUT, env=name) from None
     finally:
         engine.dispose()
 
@@ -243,7 +243,7 @@ def load_pools(config: GateConfig, batch_path: str | Path | None = None,
     trusted = _given(config.trusted, trusted_path)
     if batch is None:
         raise InputError("No batch given: pass --batch or set 'batch.path' (or a SQL query) in the "
-                         "configuration.", Reason.EMPTY_INPUT)
+                         "configuration.", Reason.MISSING_SETTING)
     if trusted is None or batch == trusted:
         table = load_table(config.batch, batch_path, columns=cols, role="batch")
         return _split_pools(table, config, _describe(batch))
