@@ -199,3 +199,31 @@ def test_an_alert_reaches_a_local_receiver_on_reject_and_a_dead_one_changes_noth
     assert result["alerts"][0]["ok"] is False and result["alerts"][0]["error"]
     stored = ResultsStore(f"sqlite:///{(tmp_path / 'dead' / 'results.db').as_posix()}").list_runs()[0]
     assert stored.decision == "REJECT" and stored.alerts and stored.alerts[0]["ok"] is False
+
+
+def test_several_questions_in_a_question_column_and_artifacts(tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    scenario = Scenario(n_items=600, questions=("sentiment", "topic"))
+    batch, trusted = write_batch(tmp_path / "data", scenario, seed=5)
+    config = write_config(tmp_path)
+    config.write_text(config.read_text() + "columns: {question: question}\n"
+                      "questions: [{name: sentiment}, {name: topic}]\n", encoding="utf-8")
+    result = gate_flow(str(config), batch=str(batch), trusted=str(trusted))
+    assert set(result["metrics"]) == {"sentiment", "topic"}
+    assert result["decision"] in ("ACCEPT", "REVIEW"), result["reasons"]
+    for question in ("sentiment", "topic"):
+        assert result["metrics"][question]["normalized_cross_kappa"]["value"] > 0.8
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["labelgate-gate"])),
+                                      limit=50)
+    assert found and any("LabelGate" in str(a.data) for a in found)
+
+
+def test_labeler_icc_gate_is_skipped_with_a_warning_on_text_labels(tmp_path, data):
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace("gates:\n", "gates:\n  - type: labeler_icc\n"), encoding="utf-8")
+    result = gate_flow(str(config), batch=str(data["good"][0]), trusted=str(data["good"][1]))
+    assert result["decision"] == "ACCEPT", result["reasons"]
+    assert any("labeler_icc skipped" in w for w in result["warnings"])
