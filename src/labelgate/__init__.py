@@ -28,6 +28,8 @@ from labelgate.ratings import Ratings, ratings_by_pool
 
 __version__ = "0.1.0"
 
+from labelgate import expectations as expectations  # noqa: E402  (registers the GX expectations; keep last)
+
 __all__ = [
     "METRICS",
     "DesignError",
@@ -41,6 +43,7 @@ __all__ = [
     "cohen_kappa",
     "conger_kappa",
     "cross_kappa",
+    "expectations",
     "fleiss_kappa",
     "gwet_ac",
     "janson_olsson_iota",

@@ -17,6 +17,7 @@ import pandas as pd
 from labelgate import io, validation
 from labelgate.config import Gate, GateConfig, Question
 from labelgate.decision import GateDecision, Outcome, decide
+from labelgate.expectations import raised_exception
 from labelgate.errors import InputError, Reason
 from labelgate.store import GateRecord
 
@@ -114,12 +115,12 @@ def canonical_frame(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFra
 
 
 def applicable_gates(config: GateConfig, question: Question, categories: Any) -> tuple[list[Gate], list[str]]:
-    """The question's gates; labeler ICC only where labels are numbers (interval/ratio or 0/1)."""
+    """The question's gates; labeler ICC only where labels are numbers (interval/ratio or binary)."""
     gates, skipped = [], []
     for gate in config.gates_for(question):
         if gate.type == "labeler_icc" and not _numeric(question, categories):
             skipped.append(f"[{question.name}] labeler_icc skipped: it needs numeric labels (interval/ratio or "
-                           f"0/1), and this question is {question.level}")
+                           f"binary), and this question is {question.level} with more than two categories")
             continue
         gates.append(gate)
     return gates, skipped
@@ -190,8 +191,8 @@ def outcome_from_result(evr: Any) -> Outcome:
     value = details.get("value")
     value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
     gate = meta.get("labelgate_gate", cfg.type)
-    if evr.exception_info and evr.exception_info.get("raised_exception"):
-        message = evr.exception_info.get("exception_message") or "the expectation raised an exception"
+    message = raised_exception(evr)
+    if message is not None:
         details["reason"] = f"the expectation failed to run: {message}"
         value = math.nan
     thresholds = details.get("thresholds") or {}
@@ -246,10 +247,8 @@ def describe_error(error: BaseException) -> str:
 
 
 def _numeric(question: Question, categories: Any) -> bool:
-    if question.level in ("interval", "ratio"):
-        return True
-    cats = set(categories or ())
-    return bool(cats) and cats <= {0, 1}
+    """Interval/ratio labels, or binary labels (coded 0/1 by the labeler-ICC expectation)."""
+    return question.level in ("interval", "ratio") or len(set(categories or ())) == 2
 
 
 def _slug(name: str) -> str:

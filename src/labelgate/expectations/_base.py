@@ -1,0 +1,493 @@
+"""Shared base class of LabelGate's GX expectations: parameters, judging rule, renderers.
+
+Every LabelGate expectation is a GX ``BatchExpectation`` over one long-format
+batch that holds both pools (column names configurable). Subclasses declare
+their metric, their threshold parameters and how the thresholds turn into
+*checks*; this module holds the rest:
+
+* the common parameters (columns, pools, level, categories, question filter,
+  ``ci``/``use_ci_bound``/``n_boot``/``seed``) and their validation, which
+  raises pydantic (GX-style) errors naming the parameter;
+* the **judging rule**: each check compares one statistic with one threshold;
+  with ``use_ci_bound`` it is judged on the conservative end of the interval
+  (the lower end for "at least", the upper end for "at most"), otherwise on
+  the point value; both verdicts are reported so that a decision policy can
+  tell REJECT (fails on both) from REVIEW (the interval straddles);
+* the Data Docs renderers: a prescriptive sentence ("normalized κx (crowd vs
+  trusted) must be at least 0.80"), the observed value with its interval, and
+  a statement appended after the sentence on the validation page
+  ("— observed 0.86 (95% CI 0.81–0.90)").
+
+No statistics are computed here: values come from the metric providers
+(:mod:`labelgate.expectations._metrics`), which call the core.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple, TypeGuard, Union  # noqa: UP035 (pydantic v1)
+
+from great_expectations.compatibility import pydantic
+from great_expectations.compatibility.pydantic import StrictInt, StrictStr
+from great_expectations.core.suite_parameters import SuiteParameterDict
+from great_expectations.exceptions import InvalidExpectationConfigurationError
+from great_expectations.expectations.expectation import BatchExpectation
+from great_expectations.expectations.model_field_types import ConditionParser
+from great_expectations.expectations.row_conditions import RowConditionType
+from great_expectations.render import (
+    LegacyDiagnosticRendererType,
+    LegacyRendererType,
+    RenderedStringTemplateContent,
+)
+from great_expectations.render.renderer.renderer import renderer
+from great_expectations.render.renderer_configuration import RendererConfiguration, RendererValueType
+
+from labelgate.errors import ParameterError
+
+#: A threshold: a number, a GX suite parameter (``{"$PARAMETER": "min_kappa"}``) or None.
+Threshold = Union[float, SuiteParameterDict, None]  # noqa: UP007 (pydantic v1 needs typing.Union)
+PoolValue = Union[StrictStr, StrictInt]  # noqa: UP007
+
+Op = Literal[">=", "<=", ">"]
+
+#: Display names of the IRR metrics.
+IRR_LABELS = {"krippendorff_alpha": "Krippendorff's α", "fleiss_kappa": "Fleiss' κ", "conger_kappa": "Conger's κ",
+              "gwet_ac": "Gwet's AC", "janson_olsson_iota": "Janson–Olsson ι"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison of a statistic of the metric result with a threshold.
+
+    Attributes
+    ----------
+    parameter : str
+        Name of the threshold parameter (e.g. ``"min_value"``).
+    statistic : str
+        Key of the statistic in the metric result (``"value"`` or a component
+        such as ``"difference"``); its interval is ``<statistic>_ci_low`` /
+        ``<statistic>_ci_high`` (``ci_low`` / ``ci_high`` for ``"value"``).
+    op : {">=", "<=", ">"}
+        The statistic must be at least / at most / above the threshold.
+    threshold : float
+        The resolved threshold.
+    """
+
+    parameter: str
+    statistic: str
+    op: Op
+    threshold: float
+
+
+def _finite(x: Any) -> TypeGuard[float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _passes(x: Any, op: Op, threshold: float) -> bool:
+    if not _finite(x):
+        return False
+    return bool(x >= threshold if op == ">=" else x <= threshold if op == "<=" else x > threshold)
+
+
+def _interval(m: dict[str, Any], statistic: str) -> tuple[Any, Any, Any]:
+    if statistic == "value":
+        return m.get("value"), m.get("ci_low"), m.get("ci_high")
+    return m.get(statistic), m.get(f"{statistic}_ci_low"), m.get(f"{statistic}_ci_high")
+
+
+def judge(checks: list[Check], m: dict[str, Any], use_ci_bound: bool) -> dict[str, Any]:
+    """Apply the judging rule to a metric result.
+
+    Returns a dict with ``success``, ``passes_on_point``, ``passes_on_bound``
+    (None without an interval), ``interval_verdict`` (``"pass"`` when the
+    whole interval satisfies every check, ``"fail"`` when the whole interval
+    of some check is on the failing side, ``"straddle"`` otherwise; None
+    without an interval) and the per-check ``checks``.
+    """
+    rows = []
+    for c in checks:
+        point, low, high = _interval(m, c.statistic)
+        has_ci = _finite(low) and _finite(high)
+        conservative, optimistic = (high, low) if c.op == "<=" else (low, high)
+        rows.append({"parameter": c.parameter, "statistic": c.statistic, "op": c.op, "threshold": c.threshold,
+                     "point": point, "ci_low": low, "ci_high": high,
+                     "passes_on_point": _passes(point, c.op, c.threshold),
+                     "passes_on_bound": _passes(conservative, c.op, c.threshold) if has_ci else None,
+                     "passes_on_optimistic_bound": _passes(optimistic, c.op, c.threshold) if has_ci else None})
+    on_point = all(r["passes_on_point"] for r in rows)
+    with_ci = all(r["passes_on_bound"] is not None for r in rows)
+    on_bound = all(r["passes_on_bound"] for r in rows) if with_ci else None
+    verdict = None
+    if with_ci:
+        verdict = ("pass" if on_bound else
+                   "fail" if not all(r["passes_on_optimistic_bound"] for r in rows) else "straddle")
+    success = bool(on_bound) if use_ci_bound else on_point
+    return {"success": success, "passes_on_point": on_point, "passes_on_bound": on_bound,
+            "interval_verdict": verdict, "checks": rows}
+
+
+def raised_exception(evr: Any) -> Optional[str]:  # noqa: UP045
+    """The exception message of a validation result, or None.
+
+    GX 1.24 stores an exception raised by the expectation itself as
+    ``exception_info = {"raised_exception": True, "exception_message": ...}``
+    but an exception raised while computing a *metric* (e.g. a pool value
+    missing from the batch) as ``{"<metric configuration id>": {...}}``;
+    this reads both shapes.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> raised_exception(SimpleNamespace(exception_info={"MetricConfigurationID(...)": {
+    ...     "raised_exception": True, "exception_message": "The 'crowd_pool' parameter is 'x', ..."}}))
+    "The 'crowd_pool' parameter is 'x', ..."
+    >>> raised_exception(SimpleNamespace(exception_info={"raised_exception": False}))
+    """
+    info = getattr(evr, "exception_info", None) or {}
+    entries = [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
+    for entry in entries:
+        if entry.get("raised_exception"):
+            return str(entry.get("exception_message") or "the expectation raised an exception")
+    return None
+
+
+# ------------------------------------------------------------------ formatting
+def fmt_threshold(value: Any) -> str:
+    """A threshold as written: ``0.8`` → ``"0.80"``, a suite parameter by its name."""
+    if isinstance(value, dict):
+        return f"suite parameter ‘{value.get('$PARAMETER', '?')}’"
+    if not _finite(value):
+        return str(value)
+    return f"{value:.2f}" if round(value, 2) == value else f"{value:g}"
+
+
+def fmt_number(value: Any, digits: int = 2) -> str:
+    """A statistic; ``"NaN"`` when undefined. Unicode minus for negatives."""
+    if not _finite(value):
+        return "NaN"
+    return f"{value:.{digits}f}".replace("-", "−")
+
+
+def fmt_interval(low: Any, high: Any, level: Any, digits: int = 2) -> str:
+    """``"95% CI 0.81–0.90"`` (empty when there is no interval)."""
+    if not (_finite(low) and _finite(high)):
+        return ""
+    sep = " to " if min(low, high) < 0 else "–"  # "−0.38–−0.16" is hard to read
+    return f"{float(level or 0.95):.0%} CI {fmt_number(low, digits)}{sep}{fmt_number(high, digits)}"
+
+
+def digits_for(values: list[Any], thresholds: list[Any]) -> int:
+    """2 decimals, or more when a value would print equal to a threshold it is compared with."""
+    numbers = [t for t in thresholds if _finite(t)]
+    for digits in (2, 3, 4):
+        if not any(_finite(v) and f"{v:.{digits}f}" == f"{t:.{digits}f}" and v != t
+                   for v in values for t in numbers):
+            return digits
+    return 4
+
+
+def with_ci(value: Any, low: Any, high: Any, level: Any, digits: int = 2) -> str:
+    """``"0.86 (95% CI 0.81–0.90)"``."""
+    ci = fmt_interval(low, high, level, digits)
+    return f"{fmt_number(value, digits)} ({ci})" if ci else fmt_number(value, digits)
+
+
+# ------------------------------------------------------------------ base class
+class LabelGateExpectation(BatchExpectation):
+    """Base class: the parameters shared by every LabelGate expectation.
+
+    Parameters
+    ----------
+    item_column, rater_column, label_column : str
+        Columns of the long batch (defaults ``item_id``, ``rater_id``, ``label``).
+    pool_column : str or None, default "pool"
+        Column naming the pool of each judgement. None: the whole batch is
+        the crowd pool (only for single-pool expectations).
+    question_column : str, default "question"
+        Column of the question id, used with ``question``.
+    question : str or int, optional
+        Keep only the rows of this question.
+    crowd_pool, trusted_pool : str or int, default "crowd" / "trusted"
+        Values of ``pool_column`` naming the two pools. A value absent from
+        the batch is an error naming the parameter.
+    level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
+        Measurement level of the labels.
+    categories : list, optional
+        Ordered category list (required in practice for ordinal labels that
+        do not sort naturally).
+    duplicates : {"error", "first", "last"}, default "error"
+        A rater judging one item twice in one pool.
+    ci : float or None, default 0.95
+        Level of the item-bootstrap interval; None for no interval.
+    use_ci_bound : bool, default False
+        Judge on the conservative end of the interval instead of the point.
+    n_boot : int, default 2000
+        Bootstrap resamples.
+    seed : int or None, default 0
+        Bootstrap seed (fixed by default so a gate is reproducible).
+    """
+
+    item_column: str = pydantic.Field("item_id", description="Item id column.")
+    rater_column: str = pydantic.Field("rater_id", description="Rater id column.")
+    label_column: str = pydantic.Field("label", description="Label column.")
+    pool_column: Optional[str] = pydantic.Field("pool", description="Pool / replication column.")  # noqa: UP045
+    question_column: str = pydantic.Field("question", description="Question id column.")
+    question: Optional[PoolValue] = pydantic.Field(None, description="Keep only this question.")  # noqa: UP045
+    crowd_pool: PoolValue = pydantic.Field("crowd", description="Pool value of the crowd (batch).")
+    trusted_pool: Optional[PoolValue] = pydantic.Field("trusted", description="Pool value of the trusted pool.")  # noqa: UP045
+    level: Literal["nominal", "ordinal", "interval", "ratio"] = "nominal"
+    categories: Optional[List[Any]] = None  # noqa: UP006, UP045
+    duplicates: Literal["error", "first", "last"] = "error"
+    ci: Optional[float] = pydantic.Field(0.95, description="Confidence level of the interval.")  # noqa: UP045
+    use_ci_bound: bool = pydantic.Field(False, description="Judge on the conservative interval end.")
+    n_boot: int = pydantic.Field(2000, description="Bootstrap resamples.")
+    seed: Optional[int] = pydantic.Field(0, description="Bootstrap seed.")  # noqa: UP045
+    row_condition: RowConditionType = None
+    condition_parser: Union[ConditionParser, None] = None  # noqa: UP007
+
+    domain_keys: ClassVar[Tuple[str, ...]] = ("batch_id", "row_condition", "condition_parser")  # noqa: UP006
+    common_success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
+        "item_column", "rater_column", "label_column", "pool_column", "question_column", "question",
+        "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "use_ci_bound", "n_boot", "seed",
+    )
+    #: Threshold parameters of the subclass, in display order.
+    threshold_keys: ClassVar[Tuple[str, ...]] = ()  # noqa: UP006
+    #: Whether the expectation compares the crowd with the trusted pool.
+    needs_trusted: ClassVar[bool] = True
+    library_metadata: ClassVar[Dict[str, Any]] = {  # noqa: UP006
+        "maturity": "experimental",
+        "tags": ["labelgate", "agreement", "annotation"],
+        "contributors": ["@labelgate"],
+        "requirements": [],
+    }
+
+    @classmethod
+    def _type_name(cls) -> str:
+        """The class name (validators call it: mypy types their ``cls`` as an instance)."""
+        return cls.__name__
+
+    @classmethod
+    def is_abstract(cls) -> bool:
+        """The base class (no metric) is abstract, so GX does not register it as an expectation type."""
+        return not cls.metric_dependencies or super().is_abstract()
+
+    # ------------------------------------------------------------ validation
+    @pydantic.validator("ci")
+    def _check_ci(cls, v: Optional[float]) -> Optional[float]:  # noqa: N805, UP045
+        if v is not None and not 0 < v < 1:
+            raise ParameterError(f"The 'ci' parameter must be None or a confidence level in (0, 1), e.g. 0.95; "
+                                 f"got {v!r}.", parameter="ci", value=v)
+        return v
+
+    @pydantic.validator("n_boot")
+    def _check_n_boot(cls, v: int) -> int:  # noqa: N805
+        if v < 2:
+            raise ParameterError(f"The 'n_boot' parameter must be an integer >= 2; got {v!r}.",
+                                 parameter="n_boot", value=v)
+        return v
+
+    @pydantic.validator("min_value", "max_value", "tolerance", "min_ratio", "max_excess", "margin",
+                        check_fields=False)
+    def _check_threshold(cls, v: Any, field: Any) -> Any:  # noqa: N805
+        if isinstance(v, dict) and "$PARAMETER" not in v:
+            raise ParameterError(f"The {field.name!r} parameter must be a number or a suite parameter "
+                                 f"{{'$PARAMETER': name}}; got {v!r}.", parameter=field.name, value=v)
+        return v
+
+    @pydantic.root_validator(skip_on_failure=True)
+    def _check_common(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
+        if values.get("use_ci_bound") and values.get("ci") is None:
+            raise ParameterError("The 'use_ci_bound' parameter is True but 'ci' is None: set a confidence level "
+                                 "(e.g. ci=0.95) to judge on the interval.", parameter="use_ci_bound")
+        if cls.needs_trusted:
+            if values.get("pool_column") is None:
+                raise ParameterError(f"The 'pool_column' parameter of {cls._type_name()} must name the pool column; "
+                                     "it compares the crowd pool with the trusted pool.", parameter="pool_column")
+            if values.get("trusted_pool") is None:
+                raise ParameterError(f"The 'trusted_pool' parameter of {cls._type_name()} must name a pool.",
+                                     parameter="trusted_pool")
+            if str(values.get("crowd_pool")) == str(values.get("trusted_pool")):
+                raise ParameterError(f"The 'crowd_pool' and 'trusted_pool' parameters must differ; both are "
+                                     f"{values.get('crowd_pool')!r}.", parameter="trusted_pool")
+        return values
+
+    @classmethod
+    def _require(cls, values: dict[str, Any], *names: str) -> None:
+        """At least one of ``names`` must be set (used by subclasses' root validators)."""
+        if all(values.get(n) is None for n in names):
+            which = " or ".join(repr(n) for n in names)
+            raise ParameterError(f"{cls.__name__} needs the {which} parameter.", parameter=names[0])
+
+    @classmethod
+    def _check_order(cls, values: dict[str, Any], low: str, high: str) -> None:
+        lo, hi = values.get(low), values.get(high)
+        if _finite(lo) and _finite(hi) and lo > hi:
+            raise ParameterError(f"The {low!r} parameter ({lo}) must be less than or equal to {high!r} ({hi}).",
+                                 parameter=low, value=lo)
+
+    # ------------------------------------------------------------ judging
+    def _checks(self, m: dict[str, Any]) -> list[Check]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _resolved(self, name: str) -> Any:
+        """A threshold after GX substituted suite parameters; an unresolved one is a configuration error."""
+        value = getattr(self, name)
+        if isinstance(value, dict):
+            raise InvalidExpectationConfigurationError(
+                f"The {name!r} parameter of {type(self).__name__} is the suite parameter "
+                f"{value.get('$PARAMETER')!r}, which was not given a value at validation time.")
+        return value
+
+    def _validate(self, metrics: dict, runtime_configuration: Optional[dict] = None,  # noqa: UP045
+                  execution_engine: Any = None) -> dict[str, Any]:
+        m = metrics[self.metric_dependencies[0]]
+        verdict = judge(self._checks(m), m, self.use_ci_bound)
+        return {"success": verdict["success"],
+                "result": {"observed_value": m.get("value"), "details": self._details(m, verdict)}}
+
+    def _details(self, m: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
+        own = {"metric", "value", "ci_low", "ci_high", "ci_level", "n_boot", "n_items", "n_ratings",
+               "n_items_excluded", "reason", "reason_code", "coverage"}
+        reason = m.get("reason") or self._reason(m, verdict)
+        return {
+            "metric": m.get("metric"), "value": m.get("value"), "ci_low": m.get("ci_low"),
+            "ci_high": m.get("ci_high"), "ci_level": m.get("ci_level"), "n_boot": m.get("n_boot"),
+            "judged_on": "ci_bound" if self.use_ci_bound else "point",
+            "thresholds": {k: getattr(self, k) for k in self.threshold_keys if getattr(self, k) is not None},
+            "passes_on_point": verdict["passes_on_point"], "passes_on_bound": verdict["passes_on_bound"],
+            "interval_verdict": verdict["interval_verdict"], "checks": verdict["checks"],
+            "components": {k: v for k, v in m.items() if k not in own},
+            "n_items": m.get("n_items"), "n_ratings": m.get("n_ratings"),
+            "n_items_excluded": m.get("n_items_excluded"), "coverage": m.get("coverage"),
+            "reason": reason, "reason_code": m.get("reason_code"),
+            "crowd_pool": self.crowd_pool, "trusted_pool": self.trusted_pool if self.needs_trusted else None,
+            "question": self.question,
+        }
+
+    def _reason(self, m: dict[str, Any], verdict: dict[str, Any]) -> Optional[str]:  # noqa: UP045
+        """Why a checked statistic is undefined, or why the bound could not be used."""
+        for c in verdict["checks"]:
+            if not _finite(c["point"]):
+                extra = [v for k, v in m.items() if k.endswith("_reason") and v]
+                return f"{c['statistic']} is undefined" + (f": {extra[0]}" if extra else "")
+        if self.use_ci_bound and verdict["passes_on_bound"] is None:
+            return "no bootstrap interval could be computed (all resamples undefined), so the bound cannot be judged"
+        return None
+
+    # ------------------------------------------------------------ rendering
+    @classmethod
+    def _kwargs(cls, configuration: Any) -> dict[str, Any]:
+        """Configuration kwargs completed with the class defaults."""
+        given = dict(getattr(configuration, "kwargs", None) or {})
+        return {name: given.get(name, f.default) for name, f in cls.__fields__.items()} | given
+
+    @classmethod
+    def _sentence(cls, kw: dict[str, Any]) -> str:  # pragma: no cover - abstract
+        """Prescriptive sentence, thresholds already formatted."""
+        raise NotImplementedError
+
+    @classmethod
+    def _observed(cls, details: dict[str, Any], observed: Any) -> str:
+        """Observed-value cell: the value with its interval."""
+        digits = digits_for([observed, details.get("ci_low"), details.get("ci_high")],
+                            list((details.get("thresholds") or {}).values()))
+        return with_ci(observed, details.get("ci_low"), details.get("ci_high"), details.get("ci_level"), digits)
+
+    @classmethod
+    def _pools(cls, kw: dict[str, Any]) -> str:
+        return f"{kw.get('crowd_pool')} vs {kw.get('trusted_pool')}"
+
+    @classmethod
+    def _full_sentence(cls, kw: dict[str, Any]) -> str:
+        sentence = cls._sentence(kw)
+        if kw.get("use_ci_bound"):
+            sentence += f", judged on the {float(kw.get('ci') or 0.95):.0%} CI bound"
+        if kw.get("question") is not None:
+            sentence += f" (question {kw['question']})"
+        return sentence + "."
+
+    @classmethod
+    @renderer(renderer_type=LegacyRendererType.PRESCRIPTIVE)
+    def _prescriptive_renderer(cls, configuration: Any = None, result: Any = None,
+                               runtime_configuration: Optional[dict] = None,  # noqa: UP045
+                               **kwargs: Any) -> list[RenderedStringTemplateContent]:
+        if configuration is None and result is not None:
+            configuration = result.expectation_config
+        runtime_configuration = runtime_configuration or {}
+        return [RenderedStringTemplateContent(content_block_type="string_template", string_template={
+            "template": "$sentence", "params": {"sentence": cls._full_sentence(cls._kwargs(configuration))},
+            "styling": runtime_configuration.get("styling")})]
+
+    @classmethod
+    def _prescriptive_template(cls, renderer_configuration: RendererConfiguration) -> RendererConfiguration:
+        # Atomic renderer (GX Cloud, ``expectation.render()``): the same sentence as one string parameter.
+        kw = cls._kwargs(renderer_configuration.configuration)
+        renderer_configuration.add_param(name="sentence", param_type=RendererValueType.STRING,
+                                         value=cls._full_sentence(kw))
+        renderer_configuration.template_str = "$sentence"
+        return renderer_configuration
+
+    @classmethod
+    @renderer(renderer_type=LegacyDiagnosticRendererType.OBSERVED_VALUE)
+    def _diagnostic_observed_value_renderer(cls, configuration: Any = None, result: Any = None,
+                                            runtime_configuration: Optional[dict] = None,  # noqa: UP045
+                                            **kwargs: Any) -> str:
+        r = (result.result if result is not None else None) or {}
+        if "details" not in r:
+            return "--"
+        details = r["details"]
+        if not _finite(r.get("observed_value")):
+            return f"NaN ({details.get('reason') or 'undefined'})"
+        return cls._observed(details, r.get("observed_value"))
+
+    @classmethod
+    @renderer(renderer_type=LegacyDiagnosticRendererType.UNEXPECTED_STATEMENT)
+    def _diagnostic_unexpected_statement_renderer(cls, configuration: Any = None, result: Any = None,
+                                                  runtime_configuration: Optional[dict] = None,  # noqa: UP045
+                                                  **kwargs: Any) -> list[Any]:
+        if result is None:
+            return []
+        if (result.exception_info or {}).get("raised_exception") or not (result.result or {}).get("details"):
+            return super()._diagnostic_unexpected_statement_renderer(
+                configuration=configuration, result=result, runtime_configuration=runtime_configuration)
+        return [RenderedStringTemplateContent(content_block_type="string_template", string_template={
+            "template": "$statement", "params": {"statement": cls.statement(result.result)},
+            "styling": {"params": {"statement": {"classes": ["text-muted"]}}}})]
+
+    @classmethod
+    def statement(cls, result: dict[str, Any]) -> str:
+        """``"— observed 0.86 (95% CI 0.81–0.90); 1700 items, coverage 100%."``."""
+        details = result.get("details") or {}
+        observed = result.get("observed_value")
+        if not _finite(observed) or details.get("reason"):
+            head = f"— observed {cls._observed(details, observed)}" if _finite(observed) else "— observed NaN"
+            return f"{head}: {details.get('reason') or 'undefined'}."
+        text = f"— observed {cls._observed(details, observed)}"
+        if details.get("judged_on") == "ci_bound":
+            text += f"; judged on the CI bound ({details.get('interval_verdict')})"
+        cov = details.get("coverage") or {}
+        text += f"; {details.get('n_items')} items"
+        if _finite(cov.get("coverage")):
+            share = cov["coverage"]
+            share_text = f"{share:.0%}" if share in (0, 1) else f"{share:.1%}"  # 99.9% must not print as 100%
+            text += f", coverage {share_text} of {cov.get('n_crowd_items')} crowd items"
+        return text + "."
+
+
+def fmt_kw(kw: dict[str, Any], name: str) -> str:
+    """A formatted threshold from completed kwargs."""
+    return fmt_threshold(kw.get(name))
+
+
+__all__ = [
+    "Check",
+    "LabelGateExpectation",
+    "Threshold",
+    "fmt_kw",
+    "fmt_number",
+    "fmt_threshold",
+    "judge",
+    "raised_exception",
+    "with_ci",
+]

@@ -1,0 +1,361 @@
+"""Table metric providers behind LabelGate's expectations, and the pure functions they call.
+
+Each provider receives the whole batch (one long table holding both pools),
+filters it (``question``), splits it into crowd / trusted :class:`~labelgate.Ratings`
+sharing one item index (:func:`labelgate.ratings_by_pool`) and calls a core
+metric. It returns a JSON-friendly dict: the core ``Estimate.to_dict()`` with
+replication-neutral names (``irr_x`` → ``irr_crowd``), plus ``coverage``.
+
+The ``compute_*`` functions hold the logic and take a DataFrame and the
+expectation's parameters, so they are testable without a GX context.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from great_expectations.core.metric_domain_types import MetricDomainTypes
+from great_expectations.execution_engine import PandasExecutionEngine
+from great_expectations.expectations.metrics.metric_provider import metric_value
+from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
+
+from labelgate.errors import ParameterError, Reason, check_option
+from labelgate.estimate import Estimate
+from labelgate.metrics._engine import Components, check_bootstrap_args, combine, evaluate, safe_ratio
+from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, normalized_cross_kappa, prepare_pair
+from labelgate.metrics.spa import WEIGHTINGS, spa
+from labelgate.ratings import Ratings, ratings_by_pool
+
+#: Parameters every LabelGate metric reads (the expectation's success keys include them).
+COMMON_VALUE_KEYS: tuple[str, ...] = (
+    "item_column", "rater_column", "label_column", "pool_column", "question_column", "question",
+    "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "n_boot", "seed",
+)
+
+#: IRR metrics selectable in the IRR-baseline and normalized-kappa_x expectations.
+IRR_METRICS: tuple[str, ...] = tuple(IRR_BUILDERS)
+
+NUMERIC_LEVELS = ("interval", "ratio")
+
+# Renaming of the core's replication-neutral keys (x = crowd, y = trusted).
+_RENAME = (("irr_x", "irr_crowd"), ("irr_y", "irr_trusted"))
+_DROP = ("coverage_x", "coverage_y", "n_common_items")
+
+
+@dataclass
+class Pools:
+    """The crowd (and trusted) ratings of one batch, and how far they overlap."""
+
+    crowd: Ratings
+    trusted: Ratings | None
+    coverage: dict[str, Any]
+
+
+# ----------------------------------------------------------------- splitting
+def _select_question(df: Any, kw: dict[str, Any]) -> Any:
+    question = kw.get("question")
+    if question is None:
+        return df
+    column = kw["question_column"]
+    if column not in df.columns:
+        raise ParameterError(f"The 'question' parameter is {question!r} but the batch has no question column "
+                             f"{column!r} (set 'question_column'); columns: {sorted(map(str, df.columns))}.",
+                             parameter="question_column", value=column)
+    mask = (df[column] == question).to_numpy(dtype=bool, na_value=False)
+    if not mask.any():
+        present = sorted(map(str, df[column].dropna().unique()))[:20]
+        raise ParameterError(f"The 'question' parameter is {question!r}, which no row of column {column!r} "
+                             f"holds; values: {present}.", parameter="question", value=question)
+    return df.loc[mask]
+
+
+def _check_pool(df: Any, column: str, name: str, value: Any) -> Any:
+    mask = (df[column] == value).to_numpy(dtype=bool, na_value=False)
+    if not mask.any():
+        present = sorted(map(str, df[column].dropna().unique()))[:20]
+        raise ParameterError(f"The {name!r} parameter is {value!r}, but no row of the pool column {column!r} "
+                             f"holds that value; pools in the batch: {present}.", parameter=name, value=value)
+    return mask
+
+
+def split_pools(df: Any, kw: dict[str, Any], *, need_trusted: bool) -> Pools:
+    """Filter the batch to one question and split it into crowd / trusted Ratings.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``question`` / ``question_column`` / ``pool_column`` /
+        ``crowd_pool`` / ``trusted_pool`` when the batch does not hold what
+        the parameter names.
+    """
+    df = _select_question(df, kw)
+    pool_col = kw.get("pool_column")
+    ratings_kw = {"item": kw["item_column"], "rater": kw["rater_column"], "value": kw["label_column"],
+                  "level": kw["level"], "categories": kw.get("categories")}
+    if pool_col is None:
+        if need_trusted:
+            raise ParameterError("The 'pool_column' parameter is None, but this expectation compares two pools "
+                                 "and needs a pool column.", parameter="pool_column")
+        crowd = Ratings.from_long(df, duplicates=kw["duplicates"], missing="drop", **ratings_kw)
+        return Pools(crowd, None, _coverage(crowd, None))
+    if pool_col not in df.columns:
+        raise ParameterError(f"The 'pool_column' parameter is {pool_col!r}, which is not a column of the batch; "
+                             f"columns: {sorted(map(str, df.columns))}.", parameter="pool_column", value=pool_col)
+    crowd_mask = _check_pool(df, pool_col, "crowd_pool", kw["crowd_pool"])
+    trusted_value = kw.get("trusted_pool")
+    if need_trusted:
+        keep = crowd_mask | _check_pool(df, pool_col, "trusted_pool", trusted_value)
+    else:  # the trusted pool is optional here; use it only for the coverage figure
+        keep = crowd_mask | (df[pool_col] == trusted_value).to_numpy(dtype=bool, na_value=False)
+    pools = ratings_by_pool(df.loc[keep], pool=pool_col, duplicates=kw["duplicates"], **ratings_kw)
+    crowd = pools[_key(pools, kw["crowd_pool"])]
+    trusted = pools.get(_key(pools, trusted_value)) if trusted_value is not None else None
+    return Pools(crowd, trusted, _coverage(crowd, trusted))
+
+
+def _pair(df: Any, kw: dict[str, Any]) -> tuple[Pools, Ratings, Ratings]:
+    pools = split_pools(df, kw, need_trusted=True)
+    if pools.trusted is None:  # unreachable: split_pools raises first
+        raise ParameterError("The 'trusted_pool' parameter names no pool of the batch.", parameter="trusted_pool")
+    return pools, pools.crowd, pools.trusted
+
+
+def _key(pools: dict[Any, Ratings], value: Any) -> Any:
+    """Pool keys are python scalars; match the parameter by value or by its string form."""
+    if value in pools:
+        return value
+    matches = [k for k in pools if str(k) == str(value)]
+    return matches[0] if matches else value
+
+
+def _coverage(crowd: Ratings, trusted: Ratings | None) -> dict[str, Any]:
+    """Counts of rated items per pool and the share of crowd items also rated by the trusted pool."""
+    in_crowd = crowd.ratings_per_item > 0
+    out: dict[str, Any] = {"n_crowd_items": int(in_crowd.sum()), "n_crowd_ratings": int(crowd.n_ratings)}
+    if trusted is None:
+        return out
+    in_trusted = trusted.ratings_per_item > 0
+    common = int((in_crowd & in_trusted).sum())
+    out.update({"n_trusted_items": int(in_trusted.sum()), "n_trusted_ratings": int(trusted.n_ratings),
+                "n_common_items": common, "coverage": common / max(int(in_crowd.sum()), 1)})
+    return out
+
+
+# --------------------------------------------------------------- core calls
+def _boot(kw: dict[str, Any]) -> dict[str, Any]:
+    return {"ci": kw.get("ci"), "n_boot": int(kw.get("n_boot") or 2000), "seed": kw.get("seed")}
+
+
+def _package(est: Estimate, pools: Pools, **extra: Any) -> dict[str, Any]:
+    """``Estimate.to_dict()`` with crowd/trusted names, coverage and extra fields."""
+    out: dict[str, Any] = {}
+    for key, value in est.to_dict().items():
+        if key in _DROP:
+            continue
+        for old, new in _RENAME:
+            if key.startswith(old):
+                key = new + key[len(old):]
+        out[key] = value
+    out["coverage"] = pools.coverage
+    out.update(extra)
+    return out
+
+
+def compute_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """kappa_x(crowd, trusted) of the batch (:func:`labelgate.cross_kappa`)."""
+    pools, crowd, trusted = _pair(df, kw)
+    est = cross_kappa(crowd, trusted, **_boot(kw))
+    return _package(est, pools)
+
+
+def compute_normalized_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """Normalized kappa_x(crowd, trusted) (:func:`labelgate.normalized_cross_kappa`)."""
+    pools, crowd, trusted = _pair(df, kw)
+    est = normalized_cross_kappa(crowd, trusted, irr=kw["irr"], **_boot(kw))
+    return _package(est, pools)
+
+
+def compute_irr_comparison(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """IRR of the crowd and of the trusted pool on their common items, jointly bootstrapped."""
+    pools, crowd, trusted = _pair(df, kw)
+    est = irr_comparison(crowd, trusted, irr=kw["irr"], **_boot(kw))
+    return _package(est, pools)
+
+
+def compute_spa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """SPA of the crowd pool (:func:`labelgate.spa`)."""
+    pools = split_pools(df, kw, need_trusted=False)
+    est = spa(pools.crowd, weighting=kw["weighting"], **_boot(kw))
+    return _package(est, pools)
+
+
+def compute_icc_gap(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """Labeler ICC and item ICC of the crowd pool, their gap and the variance components.
+
+    One call to :func:`labelgate.metrics.variance.item_icc` gives both ICCs
+    and the interval of their difference from the same bootstrap replicates.
+    Only numeric labels have variance components: interval/ratio levels, or
+    binary labels (two categories; the shares do not depend on which one is
+    coded 1). Other labels give a NaN result with a reason instead of a
+    number computed on category ranks.
+    """
+    pools = split_pools(df, kw, need_trusted=False)
+    crowd = pools.crowd
+    if crowd.level not in NUMERIC_LEVELS and crowd.n_categories > 2:
+        return _undefined_icc(pools, crowd)
+    # Imported lazily: the variance-components module is optional for the rest of the package.
+    from labelgate.metrics.variance import item_icc, labeler_icc, variance_components
+
+    item = item_icc(crowd, **_boot(kw))
+    d = item.details
+    labeler = _num(d.get("labeler_icc"))
+    reason = item.reason
+    if reason is None and labeler is None:
+        reason = labeler_icc(crowd).reason or "the labeler ICC is undefined"
+    gap = None if labeler is None or item.is_nan else item.value - labeler
+    low, high = item.ci if item.ci is not None else (None, None)
+    return {
+        "metric": "labeler_icc", "value": labeler, "ci_low": _num(d.get("labeler_icc_ci_low")),
+        "ci_high": _num(d.get("labeler_icc_ci_high")), "ci_level": item.ci_level, "n_boot": item.n_boot,
+        "n_items": item.n_items, "n_ratings": item.n_ratings, "n_items_excluded": item.n_items_excluded,
+        "reason": reason, "reason_code": item.reason_code.value if item.reason_code else None,
+        "labeler_icc": labeler, "item_icc": _num(item.value), "item_icc_ci_low": _num(low),
+        "item_icc_ci_high": _num(high), "gap": gap,
+        "gap_ci_low": _num(d.get("icc_minus_labeler_icc_ci_low")),
+        "gap_ci_high": _num(d.get("icc_minus_labeler_icc_ci_high")),
+        "variance_components": variance_components(crowd).to_dict(), "resample": d.get("resample"),
+        "coverage": pools.coverage,
+    }
+
+
+def _num(value: Any) -> float | None:
+    """A finite float, or None (JSON-friendly NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _undefined_icc(pools: Pools, crowd: Ratings) -> dict[str, Any]:
+    reason = (f"labeler ICC and item ICC need numeric labels (level 'interval' or 'ratio') or a binary label; "
+              f"the labels are {crowd.level} with {crowd.n_categories} categories "
+              f"{list(crowd.categories)[:10]} (use level='interval' if the scale is equally spaced)")
+    est = Estimate("labeler_icc", math.nan, n_items=crowd.n_items, n_ratings=crowd.n_ratings,
+                   reason=reason, reason_code=Reason.INCOMPATIBLE_RATINGS)
+    out = _package(est, pools)
+    out.update({"item_icc": None, "labeler_icc": None, "gap": None, "variance_components": None})
+    return out
+
+
+def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_alpha", *,
+                   ci: float | None = None, n_boot: int = 2000, seed: Any = None) -> Estimate:
+    r"""IRR of the crowd and of the trusted pool on their common items, with a joint item bootstrap.
+
+    The value is :math:`IRR_{crowd}`; ``details`` carry :math:`IRR_{trusted}`,
+    the difference :math:`IRR_{crowd} - IRR_{trusted}` and the ratio
+    :math:`IRR_{crowd} / IRR_{trusted}` (NaN unless :math:`IRR_{trusted} > 0`),
+    each with its interval when ``ci`` is set. Both IRRs use the same items,
+    resampled jointly, so the interval of the difference accounts for their
+    correlation (harder items lower both).
+
+    Parameters
+    ----------
+    crowd, trusted : Ratings
+        The two pools, sharing one item index (:func:`labelgate.ratings_by_pool`).
+    irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
+        The IRR.
+    ci, n_boot, seed
+        Item-bootstrap interval.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> x = Ratings.from_wide([[1, 1], [0, 0], [0, 0], [1, 0]])
+    >>> y = Ratings.from_wide([[1, 1], [0, 0], [0, 0], [1, 1]])
+    >>> est = irr_comparison(x, y)
+    >>> round(est.value, 4) == round(lg.krippendorff_alpha(x).value, 4), round(est.details["irr_y"], 4)
+    (True, 1.0)
+    """
+    check_bootstrap_args(ci, n_boot, seed, "irr_comparison")
+    check_option(irr, IRR_METRICS, "irr", "irr_comparison")
+    x, y, cx, cy = prepare_pair(crowd, trusted, "irr_comparison")
+    parts = [IRR_BUILDERS[irr](x, cx), IRR_BUILDERS[irr](y, cy)]
+
+    def finalize(p: list[Components]) -> Components:
+        ix, iy = p[0]["value"], p[1]["value"]
+        ratio = safe_ratio(ix, np.where(iy > 0, iy, 0.0))
+        return {"value": ix, "irr_y": iy, "difference": ix - iy, "ratio": ratio}
+
+    def explain(point: Components) -> tuple[Reason, str]:
+        inner = parts[0].explain(parts[0].point()) if parts[0].explain else None
+        code, why = inner or (Reason.NO_VARIANCE, "undefined")
+        return code, f"the crowd IRR is undefined: {why}"
+
+    stat = combine(parts, finalize, n_items=parts[0].n_items, n_ratings=parts[0].n_ratings, explain=explain,
+                   n_items_excluded=parts[0].n_items_excluded)
+    stat.interval_components = ("irr_y", "difference", "ratio")
+    est = evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed)
+    if not math.isnan(est.details["irr_y"]):
+        return est
+    # Say why the trusted IRR (hence the comparison) is undefined.
+    inner = parts[1].explain(parts[1].point()) if parts[1].explain else None
+    est.details["irr_y_reason"] = f"the trusted IRR is undefined: {(inner or (None, 'undefined'))[1]}"
+    return est
+
+
+# ------------------------------------------------------------- GX providers
+class LabelGateTableMetric(TableMetricProvider):
+    """Shared GX plumbing: get the (row-condition filtered) batch and call ``compute``."""
+
+    value_keys: tuple[str, ...] = COMMON_VALUE_KEYS
+    compute: Any = None  # set by subclasses: staticmethod(compute_*)
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine: PandasExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
+                metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
+        df, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs, domain_type=MetricDomainTypes.TABLE)
+        return cls.compute(df, dict(metric_value_kwargs))
+
+
+class TableCrossKappa(LabelGateTableMetric):
+    """``labelgate.table.cross_kappa``: kappa_x of crowd vs trusted."""
+
+    metric_name = "labelgate.table.cross_kappa"
+    compute = staticmethod(compute_cross_kappa)
+
+
+class TableNormalizedCrossKappa(LabelGateTableMetric):
+    """``labelgate.table.normalized_cross_kappa``."""
+
+    metric_name = "labelgate.table.normalized_cross_kappa"
+    value_keys = (*COMMON_VALUE_KEYS, "irr")
+    compute = staticmethod(compute_normalized_cross_kappa)
+
+
+class TableIrrComparison(LabelGateTableMetric):
+    """``labelgate.table.irr_comparison``: crowd and trusted IRR on common items."""
+
+    metric_name = "labelgate.table.irr_comparison"
+    value_keys = (*COMMON_VALUE_KEYS, "irr")
+    compute = staticmethod(compute_irr_comparison)
+
+
+class TableSpa(LabelGateTableMetric):
+    """``labelgate.table.spa``: SPA of the crowd pool."""
+
+    metric_name = "labelgate.table.spa"
+    value_keys = (*COMMON_VALUE_KEYS, "weighting")
+    compute = staticmethod(compute_spa)
+
+
+class TableIccGap(LabelGateTableMetric):
+    """``labelgate.table.icc_gap``: labeler ICC and item ICC of the crowd pool."""
+
+    metric_name = "labelgate.table.icc_gap"
+    compute = staticmethod(compute_icc_gap)
+
+
+__all__ = ["COMMON_VALUE_KEYS", "IRR_METRICS", "NUMERIC_LEVELS", "WEIGHTINGS", "irr_comparison", "split_pools"]

@@ -1,0 +1,69 @@
+"""``expect_normalized_cross_kappa_to_be_at_least``: the crowd works as an extension of the trusted pool."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
+
+from great_expectations.compatibility import pydantic
+
+from labelgate.errors import check_option
+from labelgate.expectations._base import IRR_LABELS, Check, LabelGateExpectation, Threshold, fmt_kw
+from labelgate.expectations._metrics import IRR_METRICS
+
+
+class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
+    r"""Expect normalized κx(crowd, trusted) to be at least ``min_value``.
+
+    .. math::
+
+        \tilde\kappa_x = \frac{\kappa_x(X, Y)}{\sqrt{IRR_X \cdot IRR_Y}}
+
+    (xRR paper, Wong, Paritosh & Aroyo 2021, eq. 13, §3.4 and §5.3): a
+    disattenuated agreement between the replications; about 1 means the crowd
+    agrees with the trusted pool as much as each pool agrees with itself.
+    Computed by :func:`labelgate.normalized_cross_kappa` on the items rated in
+    both pools, with a joint item bootstrap.
+
+    Parameters
+    ----------
+    min_value : float or suite parameter
+        Threshold (required).
+    irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
+        IRR used in the normalisation, default Krippendorff's α.
+    **common
+        See :class:`~labelgate.expectations.LabelGateExpectation`.
+
+    Notes
+    -----
+    ``observed_value`` is normalized κx; ``details.components`` carries
+    ``cross_kappa``, ``irr_crowd`` and ``irr_trusted`` with their intervals.
+    NaN (e.g. a non-positive IRR product) fails with ``details.reason``.
+    """
+
+    irr: str = pydantic.Field("krippendorff_alpha", description="IRR in the normalisation.")
+    min_value: Threshold = pydantic.Field(None, description="Minimum normalized kappa_x.")
+
+    metric_dependencies: ClassVar[Tuple[str, ...]] = ("labelgate.table.normalized_cross_kappa",)  # noqa: UP006
+    threshold_keys: ClassVar[Tuple[str, ...]] = ("min_value",)  # noqa: UP006
+    success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
+        *LabelGateExpectation.common_success_keys, "irr", "min_value")
+
+    @pydantic.validator("irr")
+    def _check_irr(cls, v: str) -> str:  # noqa: N805
+        check_option(v, IRR_METRICS, "irr", cls._type_name())
+        return v
+
+    @pydantic.root_validator(skip_on_failure=True)
+    def _check_thresholds(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
+        cls._require(values, "min_value")
+        return values
+
+    def _checks(self, m: dict[str, Any]) -> list[Check]:
+        return [Check("min_value", "value", ">=", self._resolved("min_value"))]
+
+    @classmethod
+    def _sentence(cls, kw: dict[str, Any]) -> str:
+        text = f"normalized κx ({cls._pools(kw)}) must be at least {fmt_kw(kw, 'min_value')}"
+        if kw.get("irr") != "krippendorff_alpha":
+            text += f" (normalized by {IRR_LABELS.get(str(kw.get('irr')), kw.get('irr'))})"
+        return text
