@@ -223,8 +223,15 @@ class GateConfig(_Strict):
         return [g for g in self.gates if (g.questions is None or question.name in g.questions)]
 
     def digest(self) -> str:
-        """Stable hash of the configuration (part of the idempotency key of a gate run)."""
-        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True, default=str)
+        """Stable hash of the configuration and the LabelGate version (the idempotency key of a gate run).
+
+        The version is part of it so that an upgrade that changes a metric recomputes instead of
+        returning a decision made by the old code.
+        """
+        from labelgate import __version__
+
+        payload = json.dumps({"config": self.model_dump(mode="json"), "labelgate": __version__}, sort_keys=True,
+                             default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,8 +236,10 @@ def decide_batch(prepared: Prepared, coverage_problems: list[str], measured: Mea
 def error_record(batch_id: str, batch_hash: str | None, config_hash: str | None, step: str,
                  error: BaseException) -> GateRecord:
     """The ERROR record of a run that failed in ``step`` (the gate fails closed)."""
-    return GateRecord(batch_id=batch_id, batch_hash=batch_hash or "unknown", config_hash=config_hash or "invalid",
-                      decision="ERROR", reasons=[f"{step}: {describe_error(error)}"])
+    # an unhashable run gets a key of its own: two failed runs must never share (and overwrite) a record
+    return GateRecord(batch_id=batch_id, batch_hash=batch_hash or f"unhashed:{uuid.uuid4()}",
+                      config_hash=config_hash or f"invalid:{uuid.uuid4()}", decision="ERROR",
+                      reasons=[f"{step}: {describe_error(error)}"])
 
 
 def describe_error(error: BaseException) -> str:

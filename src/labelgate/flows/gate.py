@@ -132,7 +132,9 @@ def _run(config: Any, batch: str | None, trusted: str | None, force: bool, state
     state["step"] = "persist"
     record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
     stored = _timed(timing, "persist", lambda: store.save(record, replace=previous is not None))
-    return {**_summary(stored, warnings=decision.warnings), "timing": timing}, False
+    # a concurrent run of the same batch stored its record first: report that one, and do not alert twice
+    concurrent = stored.run_id != record.run_id
+    return {**_summary(stored, warnings=decision.warnings), "timing": timing}, concurrent
 
 
 def _config(config: Any) -> GateConfig:
