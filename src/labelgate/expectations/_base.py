@@ -43,7 +43,7 @@ from great_expectations.render import (
 from great_expectations.render.renderer.renderer import renderer
 from great_expectations.render.renderer_configuration import RendererConfiguration, RendererValueType
 
-from labelgate.errors import ParameterError
+from labelgate.errors import ParameterError, check_option
 
 #: A threshold: a number, a GX suite parameter (``{"$PARAMETER": "min_kappa"}``) or None.
 Threshold = Union[float, SuiteParameterDict, None]  # noqa: UP007 (pydantic v1 needs typing.Union)
@@ -253,6 +253,8 @@ class LabelGateExpectation(BatchExpectation):
     )
     #: Threshold parameters of the subclass, in display order.
     threshold_keys: ClassVar[Tuple[str, ...]] = ()  # noqa: UP006
+    #: At least one of these thresholds must be given.
+    required_thresholds: ClassVar[Tuple[str, ...]] = ()  # noqa: UP006
     #: Whether the expectation compares the crowd with the trusted pool.
     needs_trusted: ClassVar[bool] = True
     library_metadata: ClassVar[Dict[str, Any]] = {  # noqa: UP006
@@ -294,6 +296,19 @@ class LabelGateExpectation(BatchExpectation):
             raise ParameterError(f"The {field.name!r} parameter must be a number or a suite parameter "
                                  f"{{'$PARAMETER': name}}; got {v!r}.", parameter=field.name, value=v)
         return v
+
+    @pydantic.validator("irr", check_fields=False)
+    def _check_irr(cls, v: str) -> str:  # noqa: N805
+        from labelgate.expectations._metrics import IRR_METRICS
+
+        check_option(v, IRR_METRICS, "irr", cls._type_name())
+        return v
+
+    @pydantic.root_validator(skip_on_failure=True)
+    def _check_required(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
+        if cls.required_thresholds:
+            cls._require(values, *cls.required_thresholds)
+        return values
 
     @pydantic.root_validator(skip_on_failure=True)
     def _check_common(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805

@@ -38,12 +38,8 @@ class ExpectCrossKappaToBeAtLeast(LabelGateExpectation):
 
     metric_dependencies: ClassVar[Tuple[str, ...]] = ("labelgate.table.cross_kappa",)  # noqa: UP006
     threshold_keys: ClassVar[Tuple[str, ...]] = ("min_value",)  # noqa: UP006
+    required_thresholds: ClassVar[Tuple[str, ...]] = ("min_value",)  # noqa: UP006
     success_keys: ClassVar[Tuple[str, ...]] = (*LabelGateExpectation.common_success_keys, "min_value")  # noqa: UP006
-
-    @pydantic.root_validator(skip_on_failure=True)
-    def _check_thresholds(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
-        cls._require(values, "min_value")
-        return values
 
     def _checks(self, m: dict[str, Any]) -> list[Check]:
         return [Check("min_value", "value", ">=", self._resolved("min_value"))]

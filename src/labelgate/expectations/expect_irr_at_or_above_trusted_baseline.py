@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 
 from great_expectations.compatibility import pydantic
 
-from labelgate.errors import ParameterError, check_option
+from labelgate.errors import ParameterError
 from labelgate.expectations._base import (
     IRR_LABELS,
     Check,
@@ -18,7 +18,6 @@ from labelgate.expectations._base import (
     fmt_threshold,
     with_ci,
 )
-from labelgate.expectations._metrics import IRR_METRICS
 
 
 class ExpectIrrAtOrAboveTrustedBaseline(LabelGateExpectation):
@@ -73,10 +72,6 @@ class ExpectIrrAtOrAboveTrustedBaseline(LabelGateExpectation):
     success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
         *LabelGateExpectation.common_success_keys, "irr", "tolerance", "min_ratio", "max_excess")
 
-    @pydantic.validator("irr")
-    def _check_irr(cls, v: str) -> str:  # noqa: N805
-        check_option(v, IRR_METRICS, "irr", cls._type_name())
-        return v
 
     @pydantic.root_validator(skip_on_failure=True)
     def _check_thresholds(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805

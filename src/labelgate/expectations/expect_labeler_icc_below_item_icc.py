@@ -64,11 +64,11 @@ class ExpectLabelerIccBelowItemIcc(LabelGateExpectation):
     needs_trusted: ClassVar[bool] = False
     metric_dependencies: ClassVar[Tuple[str, ...]] = ("labelgate.table.icc_gap",)  # noqa: UP006
     threshold_keys: ClassVar[Tuple[str, ...]] = ("margin",)  # noqa: UP006
+    required_thresholds: ClassVar[Tuple[str, ...]] = ("margin",)  # noqa: UP006
     success_keys: ClassVar[Tuple[str, ...]] = (*LabelGateExpectation.common_success_keys, "margin")  # noqa: UP006
 
     @pydantic.root_validator(skip_on_failure=True)
     def _check_thresholds(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
-        cls._require(values, "margin")
         v = values.get("margin")
         if _finite(v) and v < 0:
             raise ParameterError(f"The 'margin' parameter of {cls._type_name()} must be >= 0; got {v!r}.",

@@ -6,9 +6,7 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 
 from great_expectations.compatibility import pydantic
 
-from labelgate.errors import check_option
 from labelgate.expectations._base import IRR_LABELS, Check, LabelGateExpectation, Threshold, fmt_kw
-from labelgate.expectations._metrics import IRR_METRICS
 
 
 class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
@@ -45,18 +43,10 @@ class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
 
     metric_dependencies: ClassVar[Tuple[str, ...]] = ("labelgate.table.normalized_cross_kappa",)  # noqa: UP006
     threshold_keys: ClassVar[Tuple[str, ...]] = ("min_value",)  # noqa: UP006
+    required_thresholds: ClassVar[Tuple[str, ...]] = ("min_value",)  # noqa: UP006
     success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
         *LabelGateExpectation.common_success_keys, "irr", "min_value")
 
-    @pydantic.validator("irr")
-    def _check_irr(cls, v: str) -> str:  # noqa: N805
-        check_option(v, IRR_METRICS, "irr", cls._type_name())
-        return v
-
-    @pydantic.root_validator(skip_on_failure=True)
-    def _check_thresholds(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
-        cls._require(values, "min_value")
-        return values
 
     def _checks(self, m: dict[str, Any]) -> list[Check]:
         return [Check("min_value", "value", ">=", self._resolved("min_value"))]

@@ -43,6 +43,7 @@ class ExpectSpaToBeBetween(LabelGateExpectation):
     needs_trusted: ClassVar[bool] = False
     metric_dependencies: ClassVar[Tuple[str, ...]] = ("labelgate.table.spa",)  # noqa: UP006
     threshold_keys: ClassVar[Tuple[str, ...]] = ("min_value", "max_value")  # noqa: UP006
+    required_thresholds: ClassVar[Tuple[str, ...]] = ("min_value", "max_value")  # noqa: UP006
     success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
         *LabelGateExpectation.common_success_keys, "weighting", "min_value", "max_value")
 
@@ -53,7 +54,6 @@ class ExpectSpaToBeBetween(LabelGateExpectation):
 
     @pydantic.root_validator(skip_on_failure=True)
     def _check_thresholds(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
-        cls._require(values, "min_value", "max_value")
         cls._check_order(values, "min_value", "max_value")
         return values
 
