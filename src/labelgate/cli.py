@@ -254,6 +254,16 @@ def demo(
         raise typer.Exit(EXIT_CODES["ERROR"])
 
 
+def _register_plugins() -> None:
+    """Commands that live next to their feature (reports, monitoring)."""
+    from labelgate.report_cli import register as register_report
+
+    register_report(app)
+
+
+_register_plugins()
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
