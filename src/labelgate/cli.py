@@ -17,6 +17,9 @@ from typing import Annotated, Any
 import typer
 
 # Prefect reads these when it is imported: keep a CLI run quiet and tolerant of slow machines.
+# One BLAS thread: the core's matrix products are thin (items x categories), where OpenBLAS threads
+# only spin and compete with the Prefect server; measured 3-4x faster per metric (docs/benchmarks.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")

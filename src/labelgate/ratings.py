@@ -502,11 +502,12 @@ def _as_number(value: Any, column: str, level: str) -> float | int:
 
 def _resolve_duplicates(pair_key: IntArray, policy: DuplicatePolicy, rows: IntArray, items: _Column,
                         raters: _Column, row_labels: Any) -> IntArray:
+    plain = np.sort(pair_key)  # an unstable sort is enough to tell whether any pair repeats
+    if not (plain[1:] == plain[:-1]).any():
+        return np.arange(pair_key.size, dtype=np.int64)
     order = np.argsort(pair_key, kind="stable")
     sorted_key = pair_key[order]
     repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
-    if repeated.size == 0:
-        return np.arange(pair_key.size, dtype=np.int64)
     if policy == "error":
         first, second = order[repeated[0]], order[repeated[0] + 1]
         item = items.uniques[items.codes[rows[first]]]

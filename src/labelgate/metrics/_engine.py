@@ -165,7 +165,9 @@ def bootstrap_components(stat: ItemStatistic, *, n_boot: int, seed: Any,
     blocks = stat.get_blocks()
     n_items = _n_rows(blocks)
     rng = make_rng(seed)
-    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_items, 1)))
+    # bound the memory of both the count matrix (chunk x items) and the widest sums (chunk x columns)
+    widest = max((int(b.shape[1]) for b in blocks), default=1)
+    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_items, widest, 1)))
     out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for start in range(0, n_boot, chunk):
         size = min(chunk, n_boot - start)
@@ -211,7 +213,10 @@ def _weighted_sums(weights: np.ndarray, block: Block) -> np.ndarray:
 
 
 def _column_sums(block: Block) -> np.ndarray:
-    return np.asarray(block.sum(axis=0), dtype=np.float64).reshape(1, -1)
+    if sp.issparse(block):
+        return np.asarray(block.sum(axis=0), dtype=np.float64).reshape(1, -1)
+    # a matrix-vector product is several times faster than a reduction along the long axis
+    return (np.ones(block.shape[0]) @ np.asarray(block, dtype=np.float64)).reshape(1, -1)
 
 
 def _n_rows(blocks: list[Block]) -> int:

@@ -47,11 +47,16 @@ class ItemView:
 
 
 def view(r: Ratings, codes: IntArray | None = None) -> ItemView:
-    """Item view on ``codes`` (default: the pairable items of ``r``)."""
+    """Item view on ``codes`` (default: the pairable items of ``r``, cached on ``r``)."""
     if codes is None:
-        codes = np.flatnonzero(r.ratings_per_item >= 2)
+        cached = r.__dict__.get("_pairable_view")
+        if cached is not None:
+            return cached
+        made = view(r, np.flatnonzero(r.ratings_per_item >= 2))
+        r.__dict__["_pairable_view"] = made
+        return made
     counts = r.item_counts[codes].astype(np.float64)
-    n = counts.sum(axis=1)
+    n = r.ratings_per_item[codes].astype(np.float64)
     return ItemView(r, codes, counts, n, n >= 2)
 
 
@@ -86,7 +91,7 @@ def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
 
     ``P_i = (n_i' W n_i - n_i) / (n_i (n_i - 1))`` since ``w_cc = 1``.
     """
-    agree = np.einsum("ic,ck,ik->i", v.counts, w, v.counts) - v.n
+    agree = np.einsum("ic,ic->i", v.counts @ w, v.counts) - v.n
     den = v.n * (v.n - 1.0)
     out = np.zeros_like(v.n)
     np.divide(agree, den, out=out, where=v.pairable)

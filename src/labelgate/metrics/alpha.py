@@ -83,7 +83,7 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
                              n_items_excluded=excluded_single(r), explain=_explain_distance)
 
     delta = 1.0 - np.eye(r.n_categories) if r.level == "nominal" else ratio_distance(r.category_values)
-    within_i = np.einsum("ic,ck,ik->i", counts, delta, counts) * inv
+    within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
 
     def finalize(sums: list[np.ndarray]) -> Components:
         marg = sums[1]
@@ -183,8 +183,16 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
         return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e, "n_pairable": n_pair}
 
     obs = np.column_stack([mean_sq_diff, v.pairable.astype(np.float64)])
+
+    def rater_totals() -> np.ndarray:
+        rows, _ = v.rows_on_axis()
+        x = r.values[rows] - r.moment_center
+        g = r.rater_codes[rows]
+        sums = [np.bincount(g, weights=w, minlength=n_raters) for w in (np.ones_like(x), x, x * x)]
+        return np.column_stack(sums).ravel()
+
     return ItemStatistic(blocks=None, build_blocks=lambda: [obs, rater_block()],
-                         totals=[obs.sum(axis=0), np.asarray(rater_block().sum(axis=0)).ravel()],
+                         totals=[obs.sum(axis=0), rater_totals()],
                          finalize=finalize, n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
                          n_items_excluded=excluded_single(r), explain=_explain_distance)
 

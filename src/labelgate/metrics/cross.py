@@ -107,7 +107,8 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
         return _cross_moments(x, y, cx, cy, n_ratings)
     xc = x.item_counts[cx].astype(np.float64)
     yc = y.item_counts[cy].astype(np.float64)
-    r_i, s_i = xc.sum(axis=1), yc.sum(axis=1)
+    r_i = x.ratings_per_item[cx].astype(np.float64)
+    s_i = y.ratings_per_item[cy].astype(np.float64)
     w = (r_i + s_i) / (r_i * s_i)
     if kind == "ordinal":
         def blocks() -> list[Any]:
@@ -124,7 +125,7 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
         return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize_ord,
                              n_items=int(cx.size), n_ratings=n_ratings, explain=_explain_cross)
     delta: np.ndarray = 1.0 - np.eye(x.n_categories) if kind == "nominal" or matrix is None else matrix
-    observed_i = np.einsum("ic,ck,ik->i", xc, delta, yc) * w
+    observed_i = np.einsum("ic,ic->i", xc @ delta, yc) * w
 
     def finalize(sums: list[np.ndarray]) -> Components:
         expected = np.einsum("bc,ck,bk->b", sums[1], delta, sums[2])

@@ -107,11 +107,17 @@ def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = 
     agree = item_agreement(v, np.eye(r.n_categories))
     sizes = np.unique(v.n[v.pairable]) if v.n_pairable else np.asarray([2.0])
     group = np.searchsorted(sizes, v.n)
-    onehot = np.zeros((v.n.size, sizes.size))
     rows = np.flatnonzero(v.pairable)
-    onehot[rows, group[rows]] = 1.0
     counts = v.counts * v.pairable[:, None]
     q = r.n_categories
+    # per distinct n: sum of item agreements and number of items (dense one-hot blocks only for the bootstrap)
+    totals = [np.bincount(group[rows], weights=agree[rows], minlength=sizes.size),
+              np.bincount(group[rows], minlength=sizes.size).astype(np.float64), counts.sum(axis=0)]
+
+    def blocks() -> list[np.ndarray]:
+        onehot = np.zeros((v.n.size, sizes.size))
+        onehot[rows, group[rows]] = 1.0
+        return [onehot * agree[:, None], onehot, counts]
 
     def finalize(sums: list[np.ndarray]) -> Components:
         p = safe_ratio(sums[2], sums[2].sum(axis=1, keepdims=True))
@@ -123,7 +129,7 @@ def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = 
     def explain(point: Components) -> tuple[Reason, str]:
         return Reason.NO_PAIRABLE_ITEMS, "no item has two or more annotations"
 
-    return ItemStatistic(blocks=[onehot * agree[:, None], onehot, counts], finalize=finalize,
+    return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize,
                          n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
                          n_items_excluded=excluded_single(r), explain=explain,
                          details={"weighting": weighting})

@@ -1,0 +1,205 @@
+r"""Intraclass correlations of complete designs (McGraw & Wong 1996; Girard's slides).
+
+Every rater rates every item (:math:`n` items, :math:`k` raters). From the
+two-way ANOVA mean squares — items :math:`MS_R` (rows), raters :math:`MS_C`
+(columns), residual :math:`MS_E` and within items
+:math:`MS_W = (SS_C + SS_E) / (n(k-1))` —
+
+========  =====================================================================
+form      formula
+========  =====================================================================
+``1``     :math:`(MS_R - MS_W) / (MS_R + (k-1) MS_W)`  (one-way random)
+``A1``    :math:`(MS_R - MS_E) / (MS_R + (k-1) MS_E + k (MS_C - MS_E)/n)`  (agreement)
+``C1``    :math:`(MS_R - MS_E) / (MS_R + (k-1) MS_E)`  (consistency)
+``1k``    :math:`(MS_R - MS_W) / MS_R`
+``Ak``    :math:`(MS_R - MS_E) / (MS_R + (MS_C - MS_E)/n)`
+``Ck``    :math:`(MS_R - MS_E) / MS_R`
+========  =====================================================================
+
+Confidence intervals are McGraw & Wong's F-distribution intervals (the
+agreement forms use Satterthwaite's approximate degrees of freedom), as in
+pingouin's ``intraclass_corr`` and R's ``psych::ICC``. For sparse crowd
+designs use :func:`~labelgate.metrics.variance.variance_components`,
+:func:`~labelgate.metrics.variance.item_icc` and
+:func:`~labelgate.metrics.variance.labeler_icc`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from scipy.stats import f as f_dist
+
+from labelgate.errors import DesignError, Reason, check_option
+from labelgate.estimate import Estimate
+from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics.variance import level_of, numeric_values
+from labelgate.ratings import Ratings
+
+Form = Literal["1", "A1", "C1", "1k", "Ak", "Ck"]
+FORMS: tuple[Form, ...] = ("1", "A1", "C1", "1k", "Ak", "Ck")
+
+
+def mean_squares(r: Ratings, function: str = "icc") -> dict[str, float]:
+    """Two-way ANOVA mean squares of a complete items x raters design.
+
+    Raises
+    ------
+    DesignError
+        When some rater did not rate some item (incomplete design).
+    """
+    values = numeric_values(r, function)
+    n, k = r.n_items, r.n_raters
+    if r.n_ratings != n * k:
+        missing = n * k - r.n_ratings
+        raise DesignError(
+            f"{function} needs a complete design (every rater rates every item); {missing} of the {n} x {k} "
+            "item-rater cells are missing. For sparse or unbalanced crowd designs use "
+            "labelgate.variance_components, labelgate.item_icc and labelgate.labeler_icc.",
+            Reason.INCOMPLETE_DESIGN, n_items=n, n_raters=k, missing_cells=missing)
+    y = values - values.mean()
+    item_sums = np.bincount(r.item_codes, weights=y, minlength=n)
+    rater_sums = np.bincount(r.rater_codes, weights=y, minlength=k)
+    ss_total = float(y @ y)
+    ss_items = float(item_sums @ item_sums) / k
+    ss_raters = float(rater_sums @ rater_sums) / n
+    ss_error = ss_total - ss_items - ss_raters
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "n": float(n), "k": float(k),
+            "ms_items": ss_items / (n - 1) if n > 1 else math.nan,
+            "ms_raters": ss_raters / (k - 1) if k > 1 else math.nan,
+            "ms_error": ss_error / ((n - 1) * (k - 1)) if n > 1 and k > 1 else math.nan,
+            "ms_within": (ss_raters + ss_error) / (n * (k - 1)) if k > 1 else math.nan,
+        }
+
+
+def _values(ms: dict[str, float]) -> dict[str, float]:
+    n, k = ms["n"], ms["k"]
+    msb, msj, mse, msw = ms["ms_items"], ms["ms_raters"], ms["ms_error"], ms["ms_within"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "1": _div(msb - msw, msb + (k - 1) * msw),
+            "A1": _div(msb - mse, msb + (k - 1) * mse + k * (msj - mse) / n),
+            "C1": _div(msb - mse, msb + (k - 1) * mse),
+            "1k": _div(msb - msw, msb),
+            "Ak": _div(msb - mse, msb + (msj - mse) / n),
+            "Ck": _div(msb - mse, msb),
+        }
+
+
+def _div(num: float, den: float) -> float:
+    return num / den if den != 0 and math.isfinite(den) and math.isfinite(num) else math.nan
+
+
+def _interval(form: str, ms: dict[str, float], value: float, level: float) -> tuple[float, float]:
+    """McGraw & Wong (1996) F intervals, as pingouin / psych compute them."""
+    n, k = ms["n"], ms["k"]
+    msb, msj, mse, msw = ms["ms_items"], ms["ms_raters"], ms["ms_error"], ms["ms_within"]
+    q = 1 - (1 - level) / 2
+    df1, df_w, df_e = n - 1, n * (k - 1), (n - 1) * (k - 1)
+    if form in ("1", "1k"):
+        f_obs = msb / msw
+        f_low, f_up = f_obs / f_dist.ppf(q, df1, df_w), f_obs * f_dist.ppf(q, df_w, df1)
+        if form == "1":
+            return (f_low - 1) / (f_low + k - 1), (f_up - 1) / (f_up + k - 1)
+        return 1 - 1 / f_low, 1 - 1 / f_up
+    if form in ("C1", "Ck"):
+        f_obs = msb / mse
+        f_low, f_up = f_obs / f_dist.ppf(q, df1, df_e), f_obs * f_dist.ppf(q, df_e, df1)
+        if form == "C1":
+            return (f_low - 1) / (f_low + k - 1), (f_up - 1) / (f_up + k - 1)
+        return 1 - 1 / f_low, 1 - 1 / f_up
+    # agreement: Satterthwaite degrees of freedom for the denominator (McGraw & Wong, Table 7)
+    icc_a1 = _values(ms)["A1"]
+    fj = msj / mse
+    vn = df_e * (k * icc_a1 * fj + n * (1 + (k - 1) * icc_a1) - k * icc_a1) ** 2
+    vd = df1 * k**2 * icc_a1**2 * fj**2 + (n * (1 + (k - 1) * icc_a1) - k * icc_a1) ** 2
+    v = vn / vd
+    f_up, f_low = f_dist.ppf(q, df1, v), f_dist.ppf(q, v, df1)
+    low = n * (msb - f_up * mse) / (f_up * (k * msj + (k * n - k - n) * mse) + n * msb)
+    up = n * (f_low * msb - mse) / (k * msj + (k * n - k - n) * mse + n * f_low * msb)
+    if form == "A1":
+        return low, up
+    return low * k / (1 + low * (k - 1)), up * k / (1 + up * (k - 1))
+
+
+def icc(r: Ratings, form: Form = "A1", *, ci: float | None = None, n_boot: int = 2000, seed: Any = None,
+        ) -> Estimate:
+    r"""Intraclass correlation of a complete items x raters design (McGraw & Wong 1996).
+
+    Parameters
+    ----------
+    r : Ratings
+        Complete design: every rater rated every item. Interval/ratio values,
+        ordinal ranks 0..q-1, or a binary label coded 0/1.
+    form : {"1", "A1", "C1", "1k", "Ak", "Ck"}, default "A1"
+        ``1``: one-way random effects; ``A``: two-way, absolute agreement
+        (Girard's agreement ICC); ``C``: two-way, consistency; suffix ``1`` a
+        single rating, ``k`` the mean of the ``k`` raters. See the module
+        docstring for the formulas.
+    ci : float, optional
+        Level of the F-distribution confidence interval (e.g. 0.95).
+    n_boot, seed
+        Accepted for a uniform metric signature; the interval is analytic.
+
+    Returns
+    -------
+    Estimate
+        ``details``: the mean squares, ``f``, ``df1``, ``df2``, ``p_value``
+        (F test of no item variance), ``n_raters`` and ``form``. NaN with a
+        reason when a mean square is undefined (one item, one rater) or all
+        ratings are equal.
+
+    Raises
+    ------
+    DesignError
+        On an incomplete design (use ``variance_components`` / ``item_icc``).
+    ParameterError
+        On an unknown ``form`` or a nominal label with more than two categories.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> from labelgate.metrics.icc import icc
+    >>> r = lg.Ratings.from_wide([[1, 2, 3], [3, 3, 4], [5, 6, 6], [2, 2, 4]], level="interval")
+    >>> round(float(icc(r, "C1")), 4), round(float(icc(r, "A1")), 4)
+    (0.9175, 0.7672)
+    >>> est = icc(r, "Ak", ci=0.95)
+    >>> round(est.ci[0], 4), round(est.ci[1], 4)
+    (0.3385, 0.9936)
+    """
+    check_option(form, FORMS, "form", "icc")
+    check_bootstrap_args(ci, n_boot, seed, "icc")
+    ms = mean_squares(r)
+    value = _values(ms)[form]
+    one_way = form in ("1", "1k")
+    df1, df2 = ms["n"] - 1, (ms["n"] * (ms["k"] - 1) if one_way else (ms["n"] - 1) * (ms["k"] - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f_obs = _div(ms["ms_items"], ms["ms_within"] if one_way else ms["ms_error"])
+    p_value = float(f_dist.sf(f_obs, df1, df2)) if math.isfinite(f_obs) and df1 > 0 and df2 > 0 else math.nan
+    details = {"form": form, **{k: v for k, v in ms.items() if k.startswith("ms_")}, "f": f_obs,
+               "df1": df1, "df2": df2, "p_value": p_value, "n_raters": int(ms["k"])}
+    reason = None
+    if not math.isfinite(value):
+        reason = _reason(ms)
+        value = math.nan
+    interval = None
+    if ci is not None and reason is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low, high = _interval(form, ms, value, float(ci))
+        interval = (float(low), float(high))
+    return Estimate(metric="icc", value=float(value), ci=interval, ci_level=level_of(ci, interval),
+                    n_items=r.n_items, n_ratings=r.n_ratings, reason=reason[1] if reason else None,
+                    reason_code=reason[0] if reason else None, details=details)
+
+
+def _reason(ms: dict[str, float]) -> tuple[Reason, str]:
+    if ms["k"] < 2:
+        return Reason.NO_PAIRABLE_ITEMS, "a single rater: no item has two ratings"
+    if ms["n"] < 2:
+        return Reason.NO_VARIANCE, "a single item: the between-item mean square is undefined"
+    return (Reason.NO_EXPECTED_DISAGREEMENT,
+            "all ratings are equal (zero mean squares), so the ICC is 0/0")
