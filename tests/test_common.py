@@ -14,18 +14,24 @@ import pytest
 
 import labelgate as lg
 import labelgate.metrics as core
-from labelgate.metrics.registry import METRICS, MetricSpec
+from labelgate.metrics.registry import METRICS, NOT_METRICS, MetricSpec
 
-NOT_METRICS = {"METRICS", "METRICS_BY_NAME", "MetricSpec"}
+REGISTRY_NAMES = {"METRICS", "METRICS_BY_NAME", "NOT_METRICS", "MetricSpec"}
 
-CASES = [pytest.param(spec, opts, id=f"{spec.name}-{'-'.join(map(str, opts.values())) or 'default'}")
-         for spec in METRICS for opts in spec.options]
+
+def _cases(family: str) -> list:
+    return [pytest.param(spec, opts, id=f"{spec.name}-{'-'.join(map(str, opts.values())) or 'default'}")
+            for spec in METRICS if spec.family == family for opts in spec.options]
+
+
+CASES = _cases("agreement")
+NUMERIC = _cases("numeric")
 
 
 def test_every_public_metric_is_registered():
-    public = set(core.__all__) - NOT_METRICS
+    public = set(core.__all__) - REGISTRY_NAMES - set(NOT_METRICS)
     assert public == {m.name for m in METRICS}
-    assert all(getattr(lg, name) is getattr(core, name) for name in public)
+    assert all(getattr(lg, name) is getattr(core, name) for name in public | set(NOT_METRICS))
 
 
 def _single_value(spec: MetricSpec, result: Any) -> float:
@@ -169,7 +175,7 @@ def test_estimate_contract(spec, opts):
         assert isinstance(float(est), float)
 
 
-@pytest.mark.parametrize("spec", METRICS, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [s for s in METRICS if s.family == "agreement"], ids=lambda s: s.name)
 @pytest.mark.parametrize(("kw", "parameter"), [({"ci": 1.5}, "ci"), ({"n_boot": 1}, "n_boot"),
                                                 ({"ci": "high"}, "ci")])
 def test_bad_bootstrap_parameters_raise_naming_the_parameter(spec, kw, parameter):
@@ -183,3 +189,82 @@ def test_bad_bootstrap_parameters_raise_naming_the_parameter(spec, kw, parameter
 def test_bad_weights_raise_naming_the_parameter(spec):
     with pytest.raises(lg.ParameterError, match=f"'weights' parameter of {spec.name} must be one of"):
         _run(spec, {"weights": "cubic"}, [[0, 1], [1, 1], [0, 0]])
+
+
+# ------------------------------------------------------------------ numeric family (variance components, Phi)
+def _numeric_wide(rng: np.random.Generator, n_items: int = 40, n_raters: int = 5, complete: bool = False):
+    """Ratings on a 1..5 scale: a per-item true value, rater noise of one step, missing cells if sparse."""
+    truth = rng.integers(1, 6, n_items)[:, None]
+    step = rng.integers(-1, 2, (n_items, n_raters)) * (rng.random((n_items, n_raters)) < 0.35)
+    data = np.clip(truth + step, 1, 5).astype(float)
+    if not complete:
+        missing = rng.random(data.shape) < 0.25
+        missing[:, :2] = False
+        data[missing] = np.nan
+    return data
+
+
+def _run_numeric(spec: MetricSpec, opts: dict, wide, other=None, **kw):
+    level = spec.levels[0]
+    r = lg.Ratings.from_wide(wide, level=level, categories=[1, 2, 3, 4, 5] if level == "ordinal" else None)
+    if spec.kind == "cross":
+        other = wide if other is None else other
+        return spec.func(r, lg.Ratings.from_wide(other, level=level), **opts, **kw)
+    return spec.func(r, **opts, **kw)
+
+
+@pytest.mark.parametrize(("spec", "opts"), NUMERIC)
+def test_numeric_perfect_agreement(spec, opts):
+    truth = np.random.default_rng(0).integers(1, 6, 40).astype(float)
+    wide = np.repeat(truth[:, None], 4, axis=1)
+    assert float(_run_numeric(spec, opts, wide)) == pytest.approx(spec.perfect, abs=1e-9)
+
+
+@pytest.mark.parametrize(("spec", "opts"), NUMERIC)
+def test_numeric_rows_and_ids_order_changes_nothing(spec, opts):
+    if not spec.order_invariant:
+        pytest.skip(f"{spec.name} draws random split halves of each item's ratings")
+    rng = np.random.default_rng(1)
+    wide, other = _numeric_wide(rng, complete=spec.complete_only), _numeric_wide(rng, complete=spec.complete_only)
+    base = float(_run_numeric(spec, opts, wide, other))
+    items, raters = rng.permutation(wide.shape[0]), rng.permutation(wide.shape[1])
+    moved = float(_run_numeric(spec, opts, wide[items][:, raters], other[items]))
+    assert np.isfinite(base) and moved == pytest.approx(base, abs=1e-9)
+
+
+@pytest.mark.parametrize(("spec", "opts"), NUMERIC)
+def test_numeric_affine_invariance(spec, opts):
+    if not spec.affine_invariant:
+        pytest.skip(f"{spec.name} is defined on a bounded scale")
+    rng = np.random.default_rng(2)
+    wide, other = _numeric_wide(rng, complete=spec.complete_only), _numeric_wide(rng, complete=spec.complete_only)
+    seeded = {"seed": 0} if spec.bootstrap else {}
+    base = float(_run_numeric(spec, opts, wide, other, **seeded))
+    moved = float(_run_numeric(spec, opts, 2.5 * wide + 7, 2.5 * other + 7, **seeded))
+    assert np.isfinite(base) and moved == pytest.approx(base, abs=1e-9)
+
+
+@pytest.mark.parametrize(("spec", "opts"), NUMERIC)
+def test_numeric_constant_ratings_are_nan_with_a_reason(spec, opts):
+    result = _run_numeric(spec, opts, np.full((12, 4), 3.0))
+    assert result.is_nan and result.reason and result.reason_code is not None
+
+
+@pytest.mark.parametrize(("spec", "opts"), NUMERIC)
+def test_numeric_estimate_contract_and_seeded_interval(spec, opts):
+    wide = _numeric_wide(np.random.default_rng(3), n_items=60, complete=spec.complete_only)
+    kw = {"ci": 0.9, "n_boot": 200, "seed": 5} if spec.bootstrap else {"ci": 0.9}
+    first, second = _run_numeric(spec, opts, wide, **kw), _run_numeric(spec, opts, wide, **kw)
+    assert first.metric == spec.name and first.n_items > 0
+    assert {"value", "ci_low", "ci_high", "n_items", "reason"} <= first.to_dict().keys()
+    assert first.ci is not None and first.ci[0] <= first.ci[1] and first.ci == second.ci
+
+
+@pytest.mark.parametrize("spec", [s for s in METRICS if s.family == "numeric"], ids=lambda s: s.name)
+def test_numeric_bad_interval_parameters_name_the_parameter(spec):
+    wide = _numeric_wide(np.random.default_rng(4), complete=spec.complete_only)
+    with pytest.raises(lg.ParameterError, match="'ci' parameter"):
+        _run_numeric(spec, dict(spec.options[0]), wide, ci=1.5)
+    if spec.bootstrap:
+        with pytest.raises(lg.ParameterError, match="'n_boot' parameter"):
+            _run_numeric(spec, dict(spec.options[0]), wide, n_boot=1)

@@ -104,3 +104,17 @@ def test_single_rating_items_are_reported_not_silently_used():
     r = lg.Ratings.from_wide([[0, 0], [1, 1], [1, np.nan], [0, np.nan]])
     est = lg.krippendorff_alpha(r)
     assert est.n_items == 2 and est.n_items_excluded == 2 and est.n_ratings == 4
+
+
+def test_normalized_cross_kappa_uses_one_distance_for_kappa_and_the_irrs():
+    # ordinal labels judged with the interval distance: alpha must use it too (eq. 13 compares like with like)
+    x, y = pair("ordinal")
+    est = lg.normalized_cross_kappa(x, y, distance="interval")
+    xi, yi = pair("interval")
+    kappa = float(lg.cross_kappa(xi, yi))
+    alpha_x, alpha_y = float(lg.krippendorff_alpha(xi)), float(lg.krippendorff_alpha(yi))
+    assert est.details["cross_kappa"] == pytest.approx(kappa, abs=1e-12)
+    assert est.details["irr_x"] == pytest.approx(alpha_x, abs=1e-12)
+    assert float(est) == pytest.approx(kappa / np.sqrt(alpha_x * alpha_y), abs=1e-12)
+    with pytest.raises(lg.ParameterError, match="janson_olsson_iota has no ordinal distance"):
+        lg.normalized_cross_kappa(x, y, irr="janson_olsson_iota", distance="ordinal")

@@ -164,6 +164,36 @@ def _coverage(x: Ratings, y: Ratings, cx: IntArray) -> dict[str, float | int]:
             "coverage_y": cx.size / max(y.n_rated_items, 1)}
 
 
+def _irr_with_distance(irr: str, r: Ratings, codes: IntArray, distance: Distance) -> ItemStatistic:
+    """The IRR on ``codes`` with the same named distance as kappa_x, so that eq. 13 compares like with like.
+
+    alpha takes the distance as its level (``"interval"`` on category ranks for labels that are not numbers);
+    iota takes ``"nominal"`` / ``"interval"``. Other coefficients, and custom distances, use their own.
+    """
+    if not isinstance(distance, str):
+        return IRR_BUILDERS[irr](r, codes)
+    if irr == "krippendorff_alpha":
+        return build_alpha(_with_level(r, distance), codes)
+    if irr == "janson_olsson_iota":
+        if distance == "ordinal":
+            raise ParameterError("normalized_cross_kappa: janson_olsson_iota has no ordinal distance; use "
+                                 "distance='nominal' or 'interval', or irr='krippendorff_alpha'.",
+                                 parameter="distance", value=distance)
+        return build_iota(r, codes, distance=distance)  # type: ignore[arg-type]
+    return IRR_BUILDERS[irr](r, codes)
+
+
+def _with_level(r: Ratings, level: str) -> Ratings:
+    """The same judgements read at another measurement level (interval on ranks for non-numeric labels)."""
+    if level == r.level:
+        return r
+    categories: list[Any] = list(r.categories)
+    if level in ("interval", "ratio") and not r.is_numeric:
+        categories = list(range(r.n_categories))
+    return Ratings(r.item_codes, r.rater_codes, r.value_codes, item_labels=r.item_labels,
+                   rater_labels=r.rater_labels, categories=categories, level=level)  # type: ignore[arg-type]
+
+
 def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float | None = None,
                 n_boot: int = 2000, seed: Any = None) -> Estimate:
     r"""Cross-replication kappa :math:`\kappa_x(X, Y)` with missing data (xRR paper eq. 9-11).
@@ -210,8 +240,9 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     r"""Normalized kappa_x: :math:`\kappa_x / \sqrt{IRR_X \cdot IRR_Y}` (xRR paper eq. 13).
 
     Both IRRs are computed on the items common to the two replications (each
-    on its own pairable items among them); the bootstrap resamples common
-    items jointly and recomputes all three. ``to_dict()`` also carries
+    on its own pairable items among them) and, for alpha and iota, with the
+    same named ``distance`` as kappa_x (default: the level's); the bootstrap
+    resamples common items jointly and recomputes all three. ``to_dict()`` also carries
     ``cross_kappa``, ``irr_x`` and ``irr_y`` (with their intervals when
     ``ci`` is set). Values above 1 occur when the IRRs are small (estimation
     noise) and are reported, not clipped; a non-positive IRR product gives NaN
@@ -235,7 +266,7 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     check_option(irr, tuple(IRR_BUILDERS), "irr", "normalized_cross_kappa")
     x, y, cx, cy = prepare_pair(x, y, "normalized_cross_kappa")
     kappa = build_cross_kappa(x, y, cx, cy, distance)
-    irr_x, irr_y = IRR_BUILDERS[irr](x, cx), IRR_BUILDERS[irr](y, cy)
+    irr_x, irr_y = _irr_with_distance(irr, x, cx, distance), _irr_with_distance(irr, y, cy, distance)
 
     def finalize(parts: list[Components]) -> Components:
         kx, ix, iy = parts[0]["value"], parts[1]["value"], parts[2]["value"]

@@ -131,9 +131,9 @@ class BetaItems:
 
 
 def _resolve_limits(r: Ratings, limits: Sequence[Any] | None, used: FloatArray) -> tuple[float, float]:
-    if limits is None:
+    if limits is None:  # the scale of the category list (explicit categories define the scale's ends)
         if r.is_numeric:
-            return float(used.min()), float(used.max())
+            return float(r.category_values.min()), float(r.category_values.max())
         return 0.0, float(r.n_categories - 1)
     if len(limits) != 2:
         raise ParameterError(f"The 'limits' parameter of phi_agreement must be (low, high); got {limits!r}.",
@@ -224,6 +224,10 @@ def phi_agreement(r: Ratings, limits: Sequence[Any] | None = None, *, squeeze: b
     items = r.item_codes[keep]
     values = r.values[keep]
     lo, hi = _resolve_limits(r, limits, values)
+    if not hi > lo:
+        return Estimate("phi_agreement", math.nan, n_items=0, n_ratings=0, reason="the rating scale has a single "
+                        "value, so ratings cannot be placed on it; pass limits=(low, high)",
+                        reason_code=Reason.NO_VARIANCE, **base)
     x = (values - lo) / (hi - lo)
     l_item = counts[items].astype(np.float64)
     if squeeze:

@@ -24,9 +24,25 @@ from labelgate.metrics.agreement import (
 )
 from labelgate.metrics.alpha import janson_olsson_iota, krippendorff_alpha
 from labelgate.metrics.cross import cross_kappa, normalized_cross_kappa
+from labelgate.metrics.icc import icc
+from labelgate.metrics.phi import phi_agreement
 from labelgate.metrics.spa import spa
+from labelgate.metrics.variance import item_icc, labeler_icc
+from labelgate.metrics.xcc import cross_correlation, disattenuated_correlation
 
 Kind = Literal["single", "cross", "per_category"]
+Family = Literal["agreement", "numeric"]
+
+#: Public functions of ``labelgate.metrics`` that are not metrics of `Ratings` (each tested in its own file):
+#: the variance-components object, and the planning helpers that take reliabilities, not ratings.
+NOT_METRICS: dict[str, str] = {
+    "variance_components": "returns the item/rater/residual components (tests/test_variance.py)",
+    "spearman_brown": "a function of a reliability, not of ratings (tests/test_variance.py)",
+    "raters_needed": "the inverse of spearman_brown (tests/test_variance.py)",
+    "plan_items": "a design planner (tests/test_variance.py)",
+    "ItemPlan": "the result type of plan_items",
+    "VarianceComponents": "the result type of variance_components",
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,19 @@ class MetricSpec:
         Needs exactly two raters (Cohen).
     options : tuple of dict
         Keyword variants exercised by the shared tests (e.g. each weighting).
+    family : {"agreement", "numeric"}
+        Agreement coefficients on categories, or model-based metrics of numeric labels (variance
+        components, correlations, Phi); each family has its own shared checks.
+    perfect : float
+        Value under perfect agreement (0 for the labeler ICC).
+    bootstrap : bool
+        Takes ``n_boot`` and ``seed`` (Phi's interval is a likelihood interval).
+    order_invariant : bool
+        Exactly invariant to the order of rows and to id relabelling (not the random split halves).
+    affine_invariant : bool
+        Invariant to ``x -> a x + b`` of numeric labels (not Phi, which is defined on a bounded scale).
+    complete_only : bool
+        Needs a complete items x raters design (ICC forms of McGraw & Wong).
     """
 
     name: str
@@ -58,6 +87,12 @@ class MetricSpec:
     levels: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
     two_raters_only: bool = False
     options: tuple[dict[str, Any], ...] = ({},)
+    family: Family = "agreement"
+    perfect: float = 1.0
+    bootstrap: bool = True
+    order_invariant: bool = True
+    affine_invariant: bool = True
+    complete_only: bool = False
 
 
 _WEIGHTS = ({"weights": "identity"}, {"weights": "linear"}, {"weights": "quadratic"})
@@ -80,6 +115,16 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("normalized_cross_kappa", normalized_cross_kappa, kind="cross",
                options=({"irr": "krippendorff_alpha"}, {"irr": "fleiss_kappa"}, {"irr": "conger_kappa"},
                         {"irr": "gwet_ac"})),
+    MetricSpec("icc", icc, family="numeric", levels=("interval", "ratio"), complete_only=True,
+               options=tuple({"form": f} for f in ("1", "A1", "C1", "1k", "Ak", "Ck"))),
+    MetricSpec("item_icc", item_icc, family="numeric", levels=("interval", "ratio")),
+    MetricSpec("labeler_icc", labeler_icc, family="numeric", levels=("interval", "ratio"), perfect=0.0),
+    MetricSpec("cross_correlation", cross_correlation, kind="cross", family="numeric",
+               levels=("interval", "ratio")),
+    MetricSpec("disattenuated_correlation", disattenuated_correlation, kind="cross", family="numeric",
+               levels=("interval", "ratio"), order_invariant=False),
+    MetricSpec("phi_agreement", phi_agreement, family="numeric", levels=("interval", "ordinal"), bootstrap=False,
+               affine_invariant=False),
 )
 
 METRICS_BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}
