@@ -179,7 +179,7 @@ def _irr_with_distance(irr: str, r: Ratings, codes: IntArray, distance: Distance
             raise ParameterError("normalized_cross_kappa: janson_olsson_iota has no ordinal distance; use "
                                  "distance='nominal' or 'interval', or irr='krippendorff_alpha'.",
                                  parameter="distance", value=distance)
-        return build_iota(r, codes, distance=distance)  # type: ignore[arg-type]
+        return build_iota(r, codes, distance=distance)
     return IRR_BUILDERS[irr](r, codes)
 
 
