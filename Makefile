@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.labelgate-installed
+# One BLAS thread: the core's products are thin, and threads only spin on 2 shared cores (docs/benchmarks.md).
+export OPENBLAS_NUM_THREADS ?= 1
 
 .PHONY: demo test test-slow lint bench bench-real setup clean
 
