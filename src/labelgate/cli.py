@@ -12,9 +12,12 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
+
+if TYPE_CHECKING:
+    from labelgate.ratings import Level
 
 # Prefect reads these when it is imported: keep a CLI run quiet and tolerant of slow machines.
 # One BLAS thread: the core's matrix products are thin (items x categories), where OpenBLAS threads
@@ -157,10 +160,11 @@ def metrics(
             table = load_table(Source(path=str(path)), columns=Columns(item=item, rater=rater, label=label,
                                                                          pool=pool))
             progress("building Ratings")
+            scale = cast("Level", level)  # validated by the core, which names the parameter
             if pool in table.columns and table[pool].nunique() >= 2:
-                pools = lg.ratings_by_pool(table, pool=pool, item=item, rater=rater, value=label, level=level)
+                pools = lg.ratings_by_pool(table, pool=pool, item=item, rater=rater, value=label, level=scale)
             else:
-                pools = {"all": lg.Ratings.from_long(table, item=item, rater=rater, value=label, level=level)}
+                pools = {"all": lg.Ratings.from_long(table, item=item, rater=rater, value=label, level=scale)}
             panel = metrics_panel(pools, ci=ci or None, n_boot=n_boot, seed=seed, progress=progress)
     except Exception as exc:
         raise _fail(exc, "check the file path, the column names (--item/--rater/--label/--pool) and --level") \
@@ -259,8 +263,10 @@ def demo(
 
 def _register_plugins() -> None:
     """Commands that live next to their feature (reports, monitoring)."""
+    from labelgate.monitor.cli import register as register_monitor
     from labelgate.report_cli import register as register_report
 
+    register_monitor(app)
     register_report(app)
 
 

@@ -40,7 +40,7 @@ class Source(_Strict):
     path: str | None = None
     format: Literal["auto", "csv", "parquet", "sql"] = "auto"
     query: str | None = None
-    url_env: str | None = Field(None, description="Environment variable holding the SQLAlchemy URL.")
+    url_env: str | None = Field(default=None, description="Environment variable holding the SQLAlchemy URL.")
 
     @model_validator(mode="after")
     def _sql_needs_query_and_url(self) -> Source:
@@ -116,8 +116,8 @@ class Gate(_Strict):
 class Interval(_Strict):
     """Bootstrap settings shared by all expectations."""
 
-    ci: float | None = Field(0.95, gt=0, lt=1)
-    n_boot: int = Field(2000, ge=2)
+    ci: float | None = Field(default=0.95, gt=0, lt=1)
+    n_boot: int = Field(default=2000, ge=2)
     seed: int | None = 0
     use_ci_bound: bool = True
 
@@ -126,14 +126,14 @@ class Validation(_Strict):
     """What to do with rows that fail validation (they are always quarantined, never dropped silently)."""
 
     on_invalid: Literal["reject", "continue"] = "reject"
-    max_invalid_share: float = Field(0.0, ge=0, le=1)
+    max_invalid_share: float = Field(default=0.0, ge=0, le=1)
 
 
 class Coverage(_Strict):
     """Minimum overlap between the batch and the trusted replication (below it: REVIEW)."""
 
-    min_coverage: float = Field(0.1, ge=0, le=1)
-    min_common_items: int = Field(20, ge=1)
+    min_coverage: float = Field(default=0.1, ge=0, le=1)
+    min_common_items: int = Field(default=20, ge=1)
 
 
 class Store(_Strict):
@@ -178,8 +178,8 @@ class Alerts(_Strict):
 
     notify_on: list[Decision] = ["REJECT", "REVIEW", "ERROR"]
     channels: list[AlertChannel] = []
-    retries: int = Field(2, ge=0, le=10)
-    timeout_seconds: float = Field(10.0, gt=0)
+    retries: int = Field(default=2, ge=0, le=10)
+    timeout_seconds: float = Field(default=10.0, gt=0)
 
 
 class GateConfig(_Strict):

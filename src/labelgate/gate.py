@@ -174,7 +174,8 @@ def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any],
         actions=[UpdateDataDocsAction(name="data_docs")]))
     verify_checkpoint(checkpoint)
     result = checkpoint.run(batch_parameters={"dataframe": frame})
-    outcomes, metrics = [], {}
+    outcomes: list[Outcome] = []
+    metrics: dict[str, dict[str, dict[str, Any]]] = {}
     for run in result.run_results.values():
         for evr in run.results:
             outcome = outcome_from_result(evr)

@@ -92,7 +92,7 @@ def build_view(config: Any, since: datetime | None, limit: int = 1000) -> dict[s
     if history is None:
         history, source = history_from_runs(runs), "the gate runs (one window per gated batch)"
     return {"runs": runs, "windows": history.get("windows") or [], "episodes": history.get("episodes") or [],
-            "raters": history.get("raters") or {}, "since": since.isoformat() if since else None,
+            "raters": _raters_by_question(history.get("raters")), "since": since.isoformat() if since else None,
             "generated_at": datetime.now(UTC).isoformat(), "source": source, "notes": notes}
 
 
@@ -166,3 +166,13 @@ def report(
 def register(app: typer.Typer) -> None:
     """Add the ``report`` command to ``app``."""
     app.command("report")(report)
+
+
+def _raters_by_question(raters: Any) -> dict[str, list[dict[str, Any]]]:
+    """The monitor's per-rater rows (a list, each with its ``question``) grouped by question."""
+    if isinstance(raters, dict):
+        return raters
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in raters or []:
+        grouped.setdefault(str(row.get("question")), []).append(row)
+    return grouped

@@ -1,0 +1,153 @@
+"""``labelgate monitor`` (one pass by hand) and ``labelgate history`` (the stored series).
+
+The lead wires them into the main application with ``register(app)``. Exit codes: 0 success, 3 error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+EXIT_ERROR = 3
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``monitor`` and ``history`` commands to a Typer application."""
+    app.command("monitor")(monitor_command)
+    app.command("history")(history_command)
+
+
+def monitor_command(
+    config: Annotated[Path, typer.Option("--config", help="Monitor configuration (YAML).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the pass summary as one JSON object.")
+    ] = False,
+    no_prefect: Annotated[
+        bool, typer.Option("--no-prefect", help="Run the pass without the Prefect API.")
+    ] = False,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay", help="Measure every window again from the stored judgements (sends no alert twice)."
+        ),
+    ] = False,
+) -> None:
+    """Run one monitor pass: merge new deliveries, measure closed windows, detect drift, alert."""
+    try:
+        if no_prefect:
+            from labelgate.monitor.engine import run_pass
+
+            summary = run_pass(str(config), replay=replay)
+        else:
+            from labelgate.flows.monitor import monitor_flow
+
+            summary = monitor_flow(str(config), replay=replay)
+    except Exception as exc:
+        hint = "check the configuration (monitor.source, store) and that the drop folder exists"
+        raise _fail(exc, hint) from None
+    typer.echo(json.dumps(summary, default=str) if as_json else pass_text(summary))
+
+
+def history_command(
+    config: Annotated[Path, typer.Option("--config", help="Monitor configuration (YAML).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print windows, episodes and raters as JSON.")
+    ] = False,
+    since: Annotated[str | None, typer.Option(help="Only windows ending after this time (ISO 8601).")] = None,
+    question: Annotated[str | None, typer.Option(help="Only this question.")] = None,
+    metric: Annotated[str | None, typer.Option(help="Only this metric.")] = None,
+) -> None:
+    """Print the stored agreement series (window and cumulative), the drift episodes and flagged raters."""
+    from labelgate.monitor.history import history
+
+    try:
+        out = history(str(config), since=since)
+    except Exception as exc:
+        raise _fail(exc, "check --config and --since (e.g. 2026-01-05T00:00:00Z)") from None
+    keep = _filter(question, metric)
+    out = {
+        "windows": [w for w in out["windows"] if keep(w)],
+        "episodes": [e for e in out["episodes"] if keep(e)],
+        "raters": [r for r in out["raters"] if question is None or r.get("question") == question],
+    }
+    typer.echo(json.dumps(out, default=str) if as_json else history_text(out))
+
+
+def _filter(question: str | None, metric: str | None) -> Any:
+    return lambda row: (
+        (question is None or row["question"] == question) and (metric is None or row["metric"] == metric)
+    )
+
+
+def _fail(error: BaseException, hint: str) -> typer.Exit:
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    typer.echo(f"error: {message.strip().splitlines()[0]}", err=True)
+    typer.echo(f"hint: {hint}", err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
+
+
+def pass_text(summary: dict[str, Any]) -> str:
+    """A readable summary of one pass."""
+    lines = [
+        f"monitor {summary.get('monitor')}: pass {summary.get('pass_id')}  {summary.get('n_new')} new "
+        "judgement(s)"
+    ]
+    for d in summary.get("deliveries") or []:
+        lines.append(
+            f"  delivery {d['delivery_id']}: {d['status']}, {d['n_new']} new, {d['n_already']} already "
+            f"merged, {d['n_conflicts']} conflicting, {d['n_invalid']} invalid"
+        )
+    for question, q in (summary.get("questions") or {}).items():
+        lines.append(f"  [{question}] {q.get('windows', 0)} window(s) closed")
+        for metric, row in (q.get("cumulative") or {}).items():
+            threshold = f"  threshold {_num(row['threshold'])}" if row.get("threshold") is not None else ""
+            lines.append(
+                f"    {metric:<24} {_num(row['value'])}  [{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+                f"  n_items={row['n_items']}{threshold}"
+            )
+        for event in q.get("events") or []:
+            lines.append(
+                f"    episode {event['transition']}: {event['metric']} ({event['kind']}) since "
+                f"{event['since']}: {event['reason']}"
+            )
+    for outcome in summary.get("alerts") or []:
+        lines.append(
+            f"  alert {outcome.get('decision')} via {outcome.get('channel')}: "
+            f"{'sent' if outcome.get('ok') else outcome.get('error')}"
+        )
+    return "\n".join(lines)
+
+
+def history_text(out: dict[str, Any]) -> str:
+    """The series as a table, then the episodes and the flagged raters."""
+    lines = [
+        f"{'question':<12} {'metric':<24} {'scope':<10} {'window end':<25} {'value':>7} {'ci_low':>7} "
+        f"{'ci_high':>7} {'items':>6} {'threshold':>9}"
+    ]
+    for w in out["windows"]:
+        lines.append(
+            f"{w['question']:<12} {w['metric']:<24} {w['scope']:<10} {w['window_end']:<25} "
+            f"{_num(w['value']):>7} {_num(w['ci_low']):>7} {_num(w['ci_high']):>7} {w['n_items']:>6} "
+            f"{_num(w['threshold']):>9}"
+        )
+    for e in out["episodes"]:
+        state = f"closed {e['closed_at']}" if e["closed_at"] else "OPEN"
+        lines.append(
+            f"episode {e['episode_id'][:12]} [{e['question']}] {e['metric']} ({e['kind']}) opened "
+            f"{e['opened_at']}, {state}: {e['reason']}"
+        )
+    flagged = [r for r in out["raters"] if r.get("flags")]
+    for r in flagged:
+        partners = f" with {', '.join(map(str, r['partners']))}" if r.get("partners") else ""
+        lines.append(
+            f"rater {r['rater_id']} ({r['pool']}, {r.get('question')}): {', '.join(r['flags'])}{partners}"
+            f"  kappa_vs_trusted {_num(r['kappa_vs_trusted'])}  loo {_num(r['loo_agreement'])}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,1345 @@
+"""One monitor pass: collect new deliveries → merge them into the stored state → measure the closed windows
+→ detect drift → persist, all in one database transaction; then send the pending episode alerts.
+
+A pass costs time proportional to the new judgements (plus the categories, the closed windows and the
+candidate collusion pairs), not to the judgements merged before: it reads only the stored judgements of
+the items the new ones touch, updates maintained sums (:mod:`labelgate.monitor.state`) and per-rater sums,
+and measures windows from their own judgements. ``replay=True`` recomputes every window, the detectors
+and the episodes from the stored judgements (cost proportional to everything merged); episode ids are
+deterministic and sent alerts are recorded, so a replay sends no alert twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from labelgate.errors import InputError, Reason
+from labelgate.metrics.diagnostics import RaterSums, block_width, evaluate_pairs, rater_rows_from_sums
+from labelgate.monitor import drift as drift_mod
+from labelgate.monitor import sources, windows
+from labelgate.monitor.config import MonitorConfig, as_monitor_config
+from labelgate.monitor.schema import (
+    deliveries_table,
+    detectors_table,
+    episodes_table,
+    judgements_table,
+    keys_table,
+    migrate,
+    monitors_table,
+    pairs_table,
+    passes_table,
+    raters_table,
+    streams_table,
+    windows_table,
+    write_transaction,
+)
+from labelgate.monitor.state import (
+    CROWD,
+    PARTS,
+    TRUSTED,
+    Meta,
+    Parts,
+    PartState,
+    Touched,
+    expand_rater,
+    item_states,
+    new_pairs,
+    part_estimate,
+    rater_deltas,
+    rater_layout,
+    unpack_rater,
+    update_parts,
+)
+from labelgate.store import ResultsStore
+
+_log = logging.getLogger("labelgate.monitor")
+_CHUNK = 500  # ids per IN (...) query
+_WINDOW_BATCH = 50  # windows measured per range query
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def utc(us: int | None) -> str | None:
+    """ISO 8601 (UTC) of microseconds since the epoch."""
+    return None if us is None else datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat()
+
+
+@dataclass
+class _Accepted:
+    delivery: sources.Delivery
+    number: int
+
+
+@dataclass
+class _Stream:
+    row: dict[str, Any]
+    meta: Meta
+    parts: dict[str, PartState]
+    explicit: bool
+    changed: bool = False
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class Monitor:
+    """The monitor of one configuration (``monitor.name``) on its results-store database.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from labelgate.monitor.config import monitor_config_from_dict
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "drop").mkdir()
+    >>> _ = (root / "drop" / "d1.csv").write_text("item_id,rater_id,label,pool\\n1,a,x,crowd\\n"
+    ...     "1,b,x,crowd\\n2,a,y,crowd\\n2,b,x,crowd\\n1,t,x,trusted\\n")
+    >>> cfg = monitor_config_from_dict({"store": {"url": f"sqlite:///{root / 'r.db'}"},
+    ...     "monitor": {"source": {"path": str(root / "drop")}}})
+    >>> summary = Monitor(cfg).run_pass()
+    >>> summary["n_new"], summary["questions"]["label"]["cumulative"]["spa"]["value"]
+    (5, 0.5)
+    >>> Monitor(cfg).run_pass()["n_new"]          # nothing new: nothing merged twice
+    0
+    """
+
+    def __init__(self, config: Any, *, engine: Engine | None = None) -> None:
+        self.cfg: MonitorConfig = as_monitor_config(config)
+        self.name = self.cfg.monitor.name
+        self.engine = (
+            engine
+            if engine is not None
+            else ResultsStore.from_config(self.cfg.store, auto_migrate=False).engine
+        )
+        migrate(self.engine)
+
+    # ------------------------------------------------------------------------------------------ pass
+    def run_pass(self, *, replay: bool = False, send_alerts: bool = True) -> dict[str, Any]:
+        """Collect, merge, measure, detect and persist (one transaction); then send pending alerts.
+
+        Returns the pass summary (see :meth:`merge`). A failure records an ``error`` pass and re-raises.
+        """
+        pass_id, started = str(uuid.uuid4()), datetime.now(UTC)
+        try:
+            t0 = time.perf_counter()
+            deliveries = self.collect()
+            collect_s = time.perf_counter() - t0
+            summary = self.merge(deliveries, pass_id=pass_id, started=started, replay=replay)
+            summary["timing"]["collect"] = round(collect_s, 4)
+        except Exception as exc:
+            self.record_failure(pass_id, started, exc)
+            raise
+        if send_alerts:
+            from labelgate.monitor.alerting import send_pending
+
+            summary["alerts"] = send_pending(self.engine, self.cfg)
+        return summary
+
+    def collect(self) -> list[sources.Delivery]:
+        """New deliveries of the source (and the trusted file, when configured and changed)."""
+        known = self._known_files()
+
+        def is_known(delivery_id: str, size: int, mtime_ns: int) -> bool:
+            return (size, mtime_ns) in known.get(delivery_id, set())
+
+        out = sources.read_trusted(self.cfg, is_known)
+        if self.cfg.monitor.source.kind == "files":
+            return out + sources.list_files(self.cfg, is_known)
+        with self.engine.connect() as conn:
+            watermark = conn.execute(
+                select(monitors_table.c.source_watermark).where(monitors_table.c.monitor == self.name)
+            ).scalar()
+        return out + sources.read_since(self.cfg, watermark)
+
+    def _known_files(self) -> dict[str, set[tuple[int, int]]]:
+        d = deliveries_table
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(d.c.delivery_id, d.c.size, d.c.mtime_ns).where(
+                    d.c.monitor == self.name, d.c.size.is_not(None)
+                )
+            ).all()
+        known: dict[str, set[tuple[int, int]]] = {}
+        for delivery_id, size, mtime in rows:
+            known.setdefault(delivery_id, set()).add((int(size), int(mtime)))
+        return known
+
+    def merge(
+        self,
+        deliveries: list[sources.Delivery],
+        *,
+        pass_id: str | None = None,
+        started: datetime | None = None,
+        replay: bool = False,
+    ) -> dict[str, Any]:
+        """Merge deliveries and measure, in one write transaction; returns the pass summary.
+
+        Summary keys: ``pass_id``, ``monitor``, ``status``, ``deliveries`` (id, status, counts), ``n_new``,
+        ``questions`` ({question: {cumulative: {metric: row}, windows: n, events: [...], n_new, ...}}),
+        ``timing``.
+        """
+        pass_id = pass_id or str(uuid.uuid4())
+        started = started or datetime.now(UTC)
+        timing: dict[str, float] = {}
+        t0 = time.perf_counter()
+        with write_transaction(self.engine) as conn:
+            self._ensure_monitor(conn)
+            if replay:
+                self._reset_windows(conn)
+            accepted, delivery_rows = self._accept(conn, deliveries, pass_id)
+            questions = {}
+            for question in self.cfg.questions:
+                questions[question.name] = self._question(
+                    conn, question, accepted, delivery_rows, pass_id, timing
+                )
+            self._update_deliveries(conn, delivery_rows)
+            self._advance_source_watermark(conn, accepted)
+            summary = {
+                "pass_id": pass_id,
+                "monitor": self.name,
+                "status": "ok",
+                "replay": replay,
+                "started_at": started.isoformat(),
+                "deliveries": list(delivery_rows.values()),
+                "n_new": sum(r["n_new"] for r in delivery_rows.values()),
+                "questions": questions,
+                "timing": timing,
+            }
+            timing["merge_total"] = round(time.perf_counter() - t0, 4)
+            finished = datetime.now(UTC)
+            summary["finished_at"] = finished.isoformat()
+            conn.execute(
+                insert(passes_table).values(
+                    pass_id=pass_id,
+                    monitor=self.name,
+                    status="ok",
+                    started_at=started,
+                    finished_at=finished,
+                    summary=_jsonable(summary),
+                )
+            )
+        return summary
+
+    def record_failure(self, pass_id: str, started: datetime, exc: BaseException) -> None:
+        """Record an ``error`` pass (its own transaction)."""
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        try:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    insert(passes_table).values(
+                        pass_id=pass_id,
+                        monitor=self.name,
+                        status="error",
+                        started_at=started,
+                        finished_at=datetime.now(UTC),
+                        summary={"error": str(message)[:2000]},
+                    )
+                )
+        except Exception as store_error:  # the original error matters more
+            _log.error("could not record the failed monitor pass: %s", store_error)
+
+    # ------------------------------------------------------------------------------------------ deliveries
+    def _ensure_monitor(self, conn: Connection) -> None:
+        now = datetime.now(UTC)
+        exists = conn.execute(
+            select(monitors_table.c.monitor).where(monitors_table.c.monitor == self.name)
+        ).first()
+        if exists is None:
+            conn.execute(
+                insert(monitors_table).values(
+                    monitor=self.name, created_at=now, updated_at=now, config_hash=self.cfg.digest()
+                )
+            )
+        else:
+            conn.execute(
+                update(monitors_table)
+                .where(monitors_table.c.monitor == self.name)
+                .values(updated_at=now, config_hash=self.cfg.digest())
+            )
+
+    def _accept(
+        self,
+        conn: Connection,
+        deliveries: list[sources.Delivery],
+        pass_id: str,
+    ) -> tuple[list[_Accepted], dict[int, dict[str, Any]]]:
+        d = deliveries_table
+        accepted, rows, seen = [], {}, set()
+        for delivery in deliveries:
+            duplicate = (
+                delivery.content_hash in seen
+                or conn.execute(
+                    select(d.c.delivery_no)
+                    .where(d.c.monitor == self.name, d.c.content_hash == delivery.content_hash)
+                    .limit(1)
+                ).first()
+                is not None
+            )
+            n_rows = 0 if delivery.frame is None else len(delivery.frame)
+            status = "duplicate" if duplicate else ("empty" if n_rows == 0 else "merged")
+            number = conn.execute(
+                insert(d).values(
+                    monitor=self.name,
+                    delivery_id=delivery.delivery_id[:500],
+                    content_hash=delivery.content_hash,
+                    size=delivery.size,
+                    mtime_ns=delivery.mtime_ns,
+                    status=status,
+                    n_rows=n_rows,
+                    pass_id=pass_id,
+                    merged_at=datetime.now(UTC),
+                )
+            ).inserted_primary_key[0]  # type: ignore[index]
+            rows[number] = {
+                "delivery_no": number,
+                "delivery_id": delivery.delivery_id,
+                "status": status,
+                "n_rows": n_rows,
+                "n_new": 0,
+                "n_already": 0,
+                "n_conflicts": 0,
+                "n_invalid": 0,
+                "n_late": 0,
+            }
+            seen.add(delivery.content_hash)
+            if status == "merged":
+                accepted.append(_Accepted(delivery, number))
+        return accepted, rows
+
+    def _update_deliveries(self, conn: Connection, rows: dict[int, dict[str, Any]]) -> None:
+        d = deliveries_table
+        for number, row in rows.items():
+            if row["status"] != "merged":
+                continue
+            conn.execute(
+                update(d)
+                .where(d.c.delivery_no == number)
+                .values(**{k: row[k] for k in ("n_new", "n_already", "n_conflicts", "n_invalid", "n_late")})
+            )
+
+    def _advance_source_watermark(self, conn: Connection, accepted: list[_Accepted]) -> None:
+        ts = self.cfg.columns.timestamp
+        if self.cfg.monitor.source.kind == "files" or not ts:
+            return
+        latest = None
+        for acc in accepted:
+            frame = acc.delivery.frame
+            if (
+                frame is not None
+                and ts in frame.columns
+                and not acc.delivery.delivery_id.startswith("trusted:")
+            ):
+                stamps = sources.parse_timestamps(frame[ts]).dropna()
+                if len(stamps):
+                    latest = max(latest or 0, int(stamps.max()))
+        if latest is not None:
+            m = monitors_table
+            current = conn.execute(select(m.c.source_watermark).where(m.c.monitor == self.name)).scalar()
+            conn.execute(
+                update(m)
+                .where(m.c.monitor == self.name)
+                .values(source_watermark=max(latest, current or latest))
+            )
+
+    # ------------------------------------------------------------------------------------------ questions
+    def _question(
+        self,
+        conn: Connection,
+        question: Any,
+        accepted: list[_Accepted],
+        delivery_rows: dict[int, dict[str, Any]],
+        pass_id: str,
+        timing: dict[str, float],
+    ) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        stream = self._load_stream(conn, question)
+        frame = self._frame(question, accepted, delivery_rows)
+        summary: dict[str, Any] = {"n_new": 0, "n_already": 0, "n_conflicts": 0, "n_late": 0}
+        if len(frame):
+            self._merge_frame(conn, stream, frame, delivery_rows, summary)
+        summary["categories"] = list(stream.meta.categories)
+        summary["center"] = stream.meta.center
+        timing[f"merge[{question.name}]"] = round(time.perf_counter() - t0, 4)
+        t0 = time.perf_counter()
+        if stream.changed:
+            summary["cumulative"] = self._cumulative(conn, stream, question, pass_id)
+        else:
+            summary["cumulative"] = self._cumulative_rows(stream, question)
+        timing[f"cumulative[{question.name}]"] = round(time.perf_counter() - t0, 4)
+        t0 = time.perf_counter()
+        summary["windows"], summary["events"] = self._windows(conn, stream, question, pass_id)
+        timing[f"windows[{question.name}]"] = round(time.perf_counter() - t0, 4)
+        self._save_stream(conn, stream)
+        return summary
+
+    def _load_stream(self, conn: Connection, question: Any) -> _Stream:
+        s = streams_table
+        stored = (
+            conn.execute(select(s).where(s.c.monitor == self.name, s.c.question == question.name))
+            .mappings()
+            .first()
+        )
+        explicit = question.categories is not None
+        row: dict[str, Any]
+        if stored is None:
+            categories = [_plain_category(c, question.level) for c in (question.categories or [])]
+            values = {
+                "monitor": self.name,
+                "question": question.name,
+                "level": question.level,
+                "categories": categories,
+                "center": None,
+                "n_seq": 0,
+                "first_ts": None,
+                "watermark": None,
+                "closed_until": None,
+                "state": {},
+                "updated_at": datetime.now(UTC),
+            }
+            values["stream_id"] = conn.execute(insert(s).values(**values)).inserted_primary_key[0]  # type: ignore[index]
+            row = values
+        else:
+            row = dict(stored)
+        if row["level"] != question.level:
+            raise InputError(
+                f"Question {question.name!r} was monitored as {row['level']} and is now configured "
+                f"as {question.level}; use another monitor name.",
+                Reason.INCOMPATIBLE_RATINGS,
+            )
+        state = row["state"] or {}
+        meta = Meta(
+            level=question.level,
+            categories=list(row["categories"]),
+            center=row["center"],
+            irr=self.cfg.monitor.irr,
+            weighting=self.cfg.monitor.spa_weighting,
+            sizes=list(state.get("sizes", [])),
+        )
+        if state.get("irr", meta.irr) != meta.irr:
+            raise InputError(
+                f"The monitor's IRR changed from {state['irr']!r} to {meta.irr!r}; its stored sums "
+                "do not apply. Use another monitor name.",
+                Reason.INCOMPATIBLE_RATINGS,
+            )
+        parts = {name: PartState.from_json(name, data) for name, data in state.get("parts", {}).items()}
+        return _Stream(row, meta, parts, explicit)
+
+    def _save_stream(self, conn: Connection, stream: _Stream) -> None:
+        s = streams_table
+        state = {
+            "sizes": stream.meta.sizes,
+            "irr": stream.meta.irr,
+            "parts": {name: p.to_json() for name, p in stream.parts.items()},
+        }
+        r = stream.row
+        conn.execute(
+            update(s)
+            .where(s.c.stream_id == r["stream_id"])
+            .values(
+                categories=stream.meta.categories,
+                center=stream.meta.center,
+                n_seq=r["n_seq"],
+                first_ts=r["first_ts"],
+                watermark=r["watermark"],
+                closed_until=r["closed_until"],
+                state=state,
+                updated_at=datetime.now(UTC),
+            )
+        )
+
+    def _frame(
+        self,
+        question: Any,
+        accepted: list[_Accepted],
+        delivery_rows: dict[int, dict[str, Any]],
+    ) -> pd.DataFrame:
+        """The question's judgements of the accepted deliveries, canonical columns (invalid rows counted)."""
+        cols, pools = self.cfg.columns, self.cfg.pools
+        frames = []
+        for acc in accepted:
+            df = acc.delivery.frame
+            if df is None or df.empty:
+                continue
+            label = self.cfg.label_column(question)
+            if cols.question:
+                if cols.question not in df.columns:
+                    raise InputError(
+                        f"Delivery {acc.delivery.delivery_id!r} has no question column {cols.question!r}.",
+                        Reason.MISSING_COLUMN,
+                        column=cols.question,
+                    )
+                qv = question.question_value if question.question_value is not None else question.name
+                df = df.loc[(df[cols.question].astype(object) == qv).to_numpy(bool)]
+            for name in (cols.item, cols.rater, label):
+                if name not in df.columns:
+                    raise InputError(
+                        f"Delivery {acc.delivery.delivery_id!r} has no column {name!r}; it has "
+                        f"{sorted(map(str, df.columns))}.",
+                        Reason.MISSING_COLUMN,
+                        column=name,
+                    )
+            df = df.loc[df[label].notna()]
+            if cols.pool in df.columns:
+                pool = _ids(df[cols.pool])
+            elif acc.delivery.default_pool:
+                pool = pd.Series(acc.delivery.default_pool, index=df.index, dtype=object)
+            else:
+                raise InputError(
+                    f"Delivery {acc.delivery.delivery_id!r} has no pool column {cols.pool!r}; add it "
+                    "or set monitor.source.default_pool.",
+                    Reason.MISSING_COLUMN,
+                    column=cols.pool,
+                )
+            if cols.timestamp and cols.timestamp in df.columns:
+                ts = sources.parse_timestamps(df[cols.timestamp])
+            elif cols.timestamp:
+                raise InputError(
+                    f"Delivery {acc.delivery.delivery_id!r} has no timestamp column {cols.timestamp!r}.",
+                    Reason.MISSING_COLUMN,
+                    column=cols.timestamp,
+                )
+            else:
+                ts = pd.Series(acc.delivery.arrived_at, index=df.index, dtype="Int64")
+            out = pd.DataFrame(
+                {
+                    "item_id": _ids(df[cols.item]),
+                    "rater_id": _ids(df[cols.rater]),
+                    "label": df[label].astype(object),
+                    "pool_name": pool,
+                    "ts": ts,
+                    "delivery_no": acc.number,
+                }
+            )
+            pool_code = out["pool_name"].map({pools.crowd: CROWD, pools.trusted: TRUSTED})
+            valid = out["item_id"].notna() & out["rater_id"].notna() & pool_code.notna() & out["ts"].notna()
+            delivery_rows[acc.number]["n_invalid"] += int((~valid).sum())
+            out = out.loc[valid.to_numpy(bool)].assign(pool=pool_code[valid].astype(np.int64))
+            frames.append(out.drop(columns=["pool_name"]))
+        if not frames:
+            return pd.DataFrame(columns=["item_id", "rater_id", "label", "ts", "delivery_no", "pool"])
+        frame = pd.concat(frames, ignore_index=True)
+        frame["ts"] = frame["ts"].astype(np.int64)
+        return frame
+
+    # ------------------------------------------------------------------------------------------ merge
+    def _merge_frame(
+        self,
+        conn: Connection,
+        stream: _Stream,
+        frame: pd.DataFrame,
+        delivery_rows: dict[int, dict[str, Any]],
+        summary: dict[str, Any],
+    ) -> None:
+        meta, sid = stream.meta, stream.row["stream_id"]
+        codes, values, valid = _codes(frame["label"], meta, stream.explicit)
+        for number, bad in frame.loc[~valid].groupby("delivery_no").size().items():
+            delivery_rows[int(number)]["n_invalid"] += int(bad)
+        frame = frame.loc[valid].assign(code=codes[valid], value=values[valid])
+        # within the pass: one judgement per (pool, item, rater), the first delivered wins
+        first = ~frame.duplicated(["pool", "item_id", "rater_id"], keep="first")
+        self._count(frame.loc[~first], frame.loc[first], delivery_rows, summary)
+        frame = frame.loc[first]
+        if frame.empty:
+            return
+        existing = self._load_items(conn, sid, frame["item_id"].unique().tolist())
+        key = ["pool", "item_id", "rater_id"]
+        joined = frame.merge(existing[[*key, "code"]].rename(columns={"code": "stored"}), on=key, how="left")
+        fresh = joined["stored"].isna().to_numpy()
+        self._count(
+            joined.loc[~fresh].assign(code=joined["code"], clash=joined["stored"]),
+            None,
+            delivery_rows,
+            summary,
+        )
+        new = frame.loc[fresh]
+        if new.empty:
+            return
+        stream.changed = True
+        if meta.numeric and meta.center is None:
+            meta.center = float(new["value"].iloc[0])
+        new = self._sequence(stream, new, delivery_rows, summary)
+        self._insert_judgements(conn, sid, new)
+        self._update_sums(conn, stream, existing, new)
+
+    def _count(
+        self,
+        dropped: pd.DataFrame,
+        kept: pd.DataFrame | None,
+        delivery_rows: dict[int, dict[str, Any]],
+        summary: dict[str, Any],
+    ) -> None:
+        """Count re-delivered judgements: identical (already merged) or with another label (conflict)."""
+        if dropped.empty:
+            return
+        if kept is not None:  # duplicates within this pass: compare with the kept judgement
+            ref = kept[["pool", "item_id", "rater_id", "code"]].rename(columns={"code": "clash"})
+            dropped = dropped.merge(ref, on=["pool", "item_id", "rater_id"], how="left")
+        same = dropped["code"].to_numpy() == dropped["clash"].to_numpy()
+        for (number, is_same), count in (
+            dropped.assign(same=same).groupby(["delivery_no", "same"]).size().items()
+        ):
+            field_name = "n_already" if is_same else "n_conflicts"
+            delivery_rows[int(number)][field_name] += int(count)
+            summary[field_name] += int(count)
+
+    def _sequence(
+        self,
+        stream: _Stream,
+        new: pd.DataFrame,
+        delivery_rows: dict[int, dict[str, Any]],
+        summary: dict[str, Any],
+    ) -> pd.DataFrame:
+        """Merge order of the crowd judgements (by time, then delivery order); late judgements counted."""
+        r = stream.row
+        crowd = new["pool"].to_numpy() == CROWD
+        order = np.lexsort((np.arange(len(new)), new["delivery_no"].to_numpy(), new["ts"].to_numpy(), ~crowd))
+        new = new.iloc[order].copy()
+        is_crowd = new["pool"].to_numpy() == CROWD
+        n_crowd = int(is_crowd.sum())
+        seq = np.full(len(new), -1, dtype=np.int64)
+        seq[is_crowd] = r["n_seq"] + np.arange(n_crowd)
+        new["seq"] = seq
+        for number, count in new.groupby("delivery_no").size().items():
+            delivery_rows[int(number)]["n_new"] += int(count)
+        summary["n_new"] += len(new)
+        if n_crowd:
+            ts = new.loc[is_crowd, "ts"].to_numpy()
+            window = self.cfg.monitor.window
+            if window.kind == "hours" and r["closed_until"] is not None:
+                late = ts < r["closed_until"] * windows.length_us(window)
+                if late.any():
+                    summary["n_late"] += int(late.sum())
+                    for number, count in new.loc[is_crowd].loc[late].groupby("delivery_no").size().items():
+                        delivery_rows[int(number)]["n_late"] += int(count)
+            r["n_seq"] += n_crowd
+            r["first_ts"] = int(ts.min()) if r["first_ts"] is None else min(r["first_ts"], int(ts.min()))
+            r["watermark"] = int(ts.max()) if r["watermark"] is None else max(r["watermark"], int(ts.max()))
+        return new
+
+    def _load_items(
+        self, conn: Connection, sid: int, items: list[str], pool: int | None = None
+    ) -> pd.DataFrame:
+        j = judgements_table
+        columns = [j.c.pool, j.c.item_id, j.c.rater_id, j.c.code, j.c.value, j.c.ts, j.c.seq]
+        parts: list[Any] = []
+        for start in range(0, len(items), _CHUNK):
+            query = select(*columns).where(
+                j.c.stream_id == sid, j.c.item_id.in_(items[start : start + _CHUNK])
+            )
+            if pool is not None:
+                query = query.where(j.c.pool == pool)
+            parts.extend(conn.execute(query).all())
+        return pd.DataFrame(parts, columns=["pool", "item_id", "rater_id", "code", "value", "ts", "seq"])
+
+    def _insert_judgements(self, conn: Connection, sid: int, new: pd.DataFrame) -> None:
+        values = new["value"].to_numpy(dtype=np.float64)
+        columns = {
+            "item_id": new["item_id"].tolist(),
+            "pool": new["pool"].to_numpy(np.int64).tolist(),
+            "rater_id": new["rater_id"].tolist(),
+            "code": new["code"].to_numpy(np.int64).tolist(),
+            "value": [None if math.isnan(v) else v for v in values.tolist()],
+            "ts": new["ts"].to_numpy(np.int64).tolist(),
+            "seq": new["seq"].to_numpy(np.int64).tolist(),
+            "delivery_no": new["delivery_no"].to_numpy(np.int64).tolist(),
+        }
+        names = list(columns)
+        records = [
+            dict(zip(names, row, strict=True), stream_id=sid) for row in zip(*columns.values(), strict=True)
+        ]
+        for start in range(0, len(records), 20_000):
+            conn.execute(insert(judgements_table), records[start : start + 20_000])
+
+    def _update_sums(
+        self, conn: Connection, stream: _Stream, existing: pd.DataFrame, new: pd.DataFrame
+    ) -> None:
+        meta = stream.meta
+        both = pd.concat(
+            [existing.assign(new=False), new[existing.columns].assign(new=True)], ignore_index=True
+        )
+        item, _ = pd.factorize(both["item_id"])
+        center = meta.center if meta.center is not None else 0.0
+        values = both["value"].to_numpy(dtype=np.float64) - center if meta.numeric else np.zeros(len(both))
+        touched = Touched(
+            item.astype(np.int64),
+            both["pool"].to_numpy(np.int64),
+            both["rater_id"].to_numpy(object),
+            both["code"].to_numpy(np.int64),
+            values,
+            both["new"].to_numpy(bool),
+            int(item.max()) + 1,
+        )
+        old_states, new_states = (
+            item_states(touched, meta.q, after=False),
+            item_states(touched, meta.q, after=True),
+        )
+        sizes = np.unique(new_states.counts[CROWD].sum(axis=1))
+        for size in sizes[sizes >= 2].astype(int).tolist():
+            if size not in meta.sizes:
+                meta.sizes.append(size)
+        parts = Parts(meta)
+        states = {
+            name: (
+                stream.parts[name].expand(parts.widths[name])
+                if name in stream.parts
+                else PartState.empty(name, parts.widths[name])
+            )
+            for name in PARTS
+        }
+        update_parts(parts, states, old_states, new_states)
+        stream.parts = states
+        self._update_raters(conn, stream, touched, old_states, new_states)
+
+    # ------------------------------------------------------------------------------------------ raters
+    def _update_raters(self, conn: Connection, stream: _Stream, touched: Touched, old: Any, new: Any) -> None:
+        meta, sid = stream.meta, stream.row["stream_id"]
+        deltas = rater_deltas(touched, old, new, meta)
+        length, _ = rater_layout(meta.kind, meta.q)
+        pairs = new_pairs(touched)
+        for pool, delta in deltas.items():
+            index = {rid: k for k, rid in enumerate(delta.ids.tolist())}
+            mine = pairs.loc[pairs["pool"] == pool]
+            for column in ("rater_a", "rater_b"):
+                pos = mine[column].map(index).to_numpy(np.int64)
+                np.add.at(delta.delta[:, length - 2], pos, mine["agree"].to_numpy(np.float64))
+                np.add.at(delta.delta[:, length - 1], pos, mine["n"].to_numpy(np.float64))
+            stored = self._load_rater_sums(conn, sid, pool, delta.ids.tolist(), meta)
+            records_new, records_old = [], []
+            for rid, change in zip(delta.ids.tolist(), delta.delta, strict=True):
+                if rid in stored:
+                    records_old.append(
+                        {
+                            "b_sid": sid,
+                            "b_pool": pool,
+                            "b_rid": rid,
+                            "q": meta.q,
+                            "sums": (stored[rid] + change).tobytes(),
+                        }
+                    )
+                else:
+                    records_new.append(
+                        {
+                            "stream_id": sid,
+                            "pool": pool,
+                            "rater_id": rid,
+                            "q": meta.q,
+                            "sums": change.tobytes(),
+                            "row": None,
+                            "flagged": False,
+                        }
+                    )
+            r = raters_table
+            if records_old:
+                conn.execute(
+                    update(r)
+                    .where(
+                        and_(
+                            r.c.stream_id == bindparam("b_sid"),
+                            r.c.pool == bindparam("b_pool"),
+                            r.c.rater_id == bindparam("b_rid"),
+                        )
+                    )
+                    .values(q=bindparam("q"), sums=bindparam("sums")),
+                    records_old,
+                )
+            if records_new:
+                conn.execute(insert(r), records_new)
+            self._update_pairs(conn, sid, pool, mine)
+        touched_ids = {pool: set(delta.ids.tolist()) for pool, delta in deltas.items()}
+        self._refresh_rows(conn, stream, touched_ids)
+
+    def _load_rater_sums(
+        self,
+        conn: Connection,
+        sid: int,
+        pool: int,
+        ids: list[str],
+        meta: Meta,
+    ) -> dict[str, np.ndarray]:
+        r = raters_table
+        out = {}
+        for start in range(0, len(ids), _CHUNK):
+            rows = conn.execute(
+                select(r.c.rater_id, r.c.q, r.c.sums).where(
+                    r.c.stream_id == sid, r.c.pool == pool, r.c.rater_id.in_(ids[start : start + _CHUNK])
+                )
+            ).all()
+            for rid, q, blob in rows:
+                out[rid] = expand_rater(
+                    np.frombuffer(blob, dtype=np.float64).copy(), meta.kind, int(q), meta.q
+                )
+        return out
+
+    def _update_pairs(self, conn: Connection, sid: int, pool: int, delta: pd.DataFrame) -> None:
+        if delta.empty:
+            return
+        p = pairs_table
+        keys = list(zip(delta["rater_a"], delta["rater_b"], strict=True))
+        stored: dict[tuple[str, str], tuple[int, int]] = {}
+        # Join with a temporary key table: SQLite does not use the whole primary key for a row-value IN (...),
+        # and one query per key costs more than the join (one primary-key lookup per key).
+        keys_table.create(conn, checkfirst=True)
+        conn.execute(delete(keys_table))
+        conn.execute(insert(keys_table), [{"a": a, "b": b} for a, b in keys])
+        k = keys_table
+        rows = conn.execute(
+            select(p.c.rater_a, p.c.rater_b, p.c.n, p.c.agree).join_from(
+                k, p, and_(p.c.stream_id == sid, p.c.pool == pool, p.c.rater_a == k.c.a, p.c.rater_b == k.c.b)
+            )
+        ).all()
+        stored.update({(ra, rb): (n, ag) for ra, rb, n, ag in rows})
+        conn.execute(delete(keys_table))
+        minimum = self.cfg.monitor.raters.min_pair_items
+        updates, inserts = [], []
+        for (a, b), n, agree in zip(keys, delta["n"].astype(int), delta["agree"].astype(int), strict=True):
+            if (a, b) in stored:
+                n_old, agree_old = stored[(a, b)]
+                updates.append(
+                    {
+                        "b_sid": sid,
+                        "b_pool": pool,
+                        "b_a": a,
+                        "b_b": b,
+                        "n": n_old + n,
+                        "agree": agree_old + agree,
+                        "candidate": n_old + n >= minimum,
+                    }
+                )
+            else:
+                inserts.append(
+                    {
+                        "stream_id": sid,
+                        "pool": pool,
+                        "rater_a": a,
+                        "rater_b": b,
+                        "n": n,
+                        "agree": agree,
+                        "candidate": n >= minimum,
+                    }
+                )
+        if updates:
+            conn.execute(
+                update(p)
+                .where(
+                    and_(
+                        p.c.stream_id == bindparam("b_sid"),
+                        p.c.pool == bindparam("b_pool"),
+                        p.c.rater_a == bindparam("b_a"),
+                        p.c.rater_b == bindparam("b_b"),
+                    )
+                )
+                .values(n=bindparam("n"), agree=bindparam("agree"), candidate=bindparam("candidate")),
+                updates,
+            )
+        if inserts:
+            conn.execute(insert(p), inserts)
+
+    def _refresh_rows(self, conn: Connection, stream: _Stream, touched: dict[int, set[str]]) -> None:
+        """Recompute the per-rater rows of touched raters and of raters in or leaving a collusion flag."""
+        meta, sid, checks = stream.meta, stream.row["stream_id"], self.cfg.monitor.raters
+        p, r = pairs_table, raters_table
+        candidates = pd.DataFrame(
+            conn.execute(
+                select(p.c.pool, p.c.rater_a, p.c.rater_b, p.c.n, p.c.agree).where(
+                    p.c.stream_id == sid, p.c.candidate.is_(True)
+                )
+            ).all(),
+            columns=["pool", "rater_a", "rater_b", "n", "agree"],
+        )
+        flagged_before = conn.execute(
+            select(r.c.pool, r.c.rater_id).where(r.c.stream_id == sid, r.c.flagged.is_(True))
+        ).all()
+        affected = {pool: set(ids) for pool, ids in touched.items()}
+        for pool, rid in flagged_before:
+            affected.setdefault(pool, set()).add(rid)
+        partners: dict[int, dict[str, list[str]]] = {}
+        k = block_width(meta.kind, meta.q)
+        for pool, group in candidates.groupby("pool"):
+            names = sorted(set(group["rater_a"]) | set(group["rater_b"]))
+            sums = self._load_rater_sums(conn, sid, int(pool), names, meta)
+            agree = {rid: unpack_rater(v, k)["pair_agree"] for rid, v in sums.items()}
+            total = {rid: unpack_rater(v, k)["pair_total"] for rid, v in sums.items()}
+            test = evaluate_pairs(
+                group["n"].to_numpy(float),
+                group["agree"].to_numpy(float),
+                group["rater_a"].map(agree).to_numpy(float),
+                group["rater_a"].map(total).to_numpy(float),
+                group["rater_b"].map(agree).to_numpy(float),
+                group["rater_b"].map(total).to_numpy(float),
+                margin=checks.collusion_margin,
+                min_items=checks.min_pair_items,
+            )
+            found: dict[str, list[str]] = {}
+            for a, b in group.loc[test["flag"], ["rater_a", "rater_b"]].itertuples(index=False):
+                found.setdefault(a, []).append(b)
+                found.setdefault(b, []).append(a)
+            partners[int(pool)] = found
+            affected.setdefault(int(pool), set()).update(found)
+        for pool, ids in affected.items():
+            self._write_rows(conn, stream, pool, sorted(ids), partners.get(pool, {}))
+
+    def _write_rows(
+        self, conn: Connection, stream: _Stream, pool: int, ids: list[str], partners: dict[str, list[str]]
+    ) -> None:
+        if not ids:
+            return
+        meta, sid = stream.meta, stream.row["stream_id"]
+        sums = self._load_rater_sums(conn, sid, pool, ids, meta)
+        ids = [rid for rid in ids if rid in sums]
+        k = block_width(meta.kind, meta.q)
+        parts = [unpack_rater(sums[rid], k) for rid in ids]
+        rater_sums = RaterSums(
+            n_ratings=np.asarray([x["n_ratings"] for x in parts]),
+            trusted=np.asarray([x["trusted"] for x in parts]).reshape(-1, k),
+            trusted_second=np.asarray([x["trusted_second"] for x in parts]).reshape(-1, k, k),
+            trusted_n=np.asarray([x["trusted_n"] for x in parts]),
+            loo=np.asarray([x["loo"] for x in parts]).reshape(-1, k),
+            loo_second=np.asarray([x["loo_second"] for x in parts]).reshape(-1, k, k),
+            loo_n=np.asarray([x["loo_n"] for x in parts]),
+            pair_agree=np.asarray([x["pair_agree"] for x in parts]),
+            pair_total=np.asarray([x["pair_total"] for x in parts]),
+        )
+        checks = self.cfg.monitor.raters
+        pool_name = self.cfg.pools.crowd if pool == CROWD else self.cfg.pools.trusted
+        rows = rater_rows_from_sums(
+            ids,
+            rater_sums,
+            kind=meta.kind,
+            q=meta.q,
+            pool_name=pool_name,
+            ci=self.cfg.interval.ci,
+            partners={g: partners.get(rid, []) for g, rid in enumerate(ids)},
+            min_agreement=checks.min_agreement,
+            min_shared_items=checks.min_shared_items,
+        )
+        r = raters_table
+        question = stream.row["question"]
+        records = [
+            {
+                "b_sid": sid,
+                "b_pool": pool,
+                "b_rid": rid,
+                "row": {**row, "question": question},
+                "flagged": bool(row["partners"]),
+            }
+            for rid, row in zip(ids, rows, strict=True)
+        ]
+        conn.execute(
+            update(r)
+            .where(
+                and_(
+                    r.c.stream_id == bindparam("b_sid"),
+                    r.c.pool == bindparam("b_pool"),
+                    r.c.rater_id == bindparam("b_rid"),
+                )
+            )
+            .values(row=bindparam("row"), flagged=bindparam("flagged")),
+            records,
+        )
+
+    # ------------------------------------------------------------------------------------------ metrics
+    def _cumulative_rows(self, stream: _Stream, question: Any) -> dict[str, dict[str, Any]]:
+        if not stream.parts:
+            return {}
+        parts = Parts(stream.meta)
+        level = self.cfg.interval.ci
+        estimates = {
+            name: part_estimate(parts, stream.parts[name].expand(parts.widths[name]), level) for name in PARTS
+        }
+        thresholds = self.thresholds(question, estimates["irr_trusted"]["value"])
+        r = stream.row
+        out: dict[str, dict[str, Any]] = {}
+        for name in self.cfg.monitor.metrics:
+            est = estimates[name]
+            out[name] = {
+                "question": question.name,
+                "metric": name,
+                "window_start": utc(r["first_ts"]),
+                "window_end": utc(r["watermark"]),
+                "scope": "cumulative",
+                "value": _num(est["value"]),
+                "ci_low": _num(est["ci_low"]),
+                "ci_high": _num(est["ci_high"]),
+                "n_items": est["n_items"],
+                "n_ratings": est["n_ratings"],
+                "threshold": thresholds.get(name),
+            }
+        return out
+
+    def _cumulative(
+        self,
+        conn: Connection,
+        stream: _Stream,
+        question: Any,
+        pass_id: str,
+    ) -> dict[str, dict[str, Any]]:
+        rows = self._cumulative_rows(stream, question)
+        r = stream.row
+        records = [
+            {
+                "monitor": self.name,
+                "question": question.name,
+                "metric": name,
+                "scope": "cumulative",
+                "window_index": None,
+                "window_start": r["first_ts"] or 0,
+                "window_end": r["watermark"] or 0,
+                "value": row["value"],
+                "ci_low": row["ci_low"],
+                "ci_high": row["ci_high"],
+                "n_items": row["n_items"],
+                "n_ratings": row["n_ratings"],
+                "threshold": row["threshold"],
+                "pass_id": pass_id,
+            }
+            for name, row in rows.items()
+        ]
+        if records:
+            conn.execute(insert(windows_table), records)
+        return rows
+
+    def thresholds(self, question: Any, irr_trusted: float | None) -> dict[str, float | None]:
+        """Gate thresholds of each monitored metric of a question (the trusted baseline)."""
+        out: dict[str, float | None] = {}
+        for metric, gate_type in (
+            ("normalized_cross_kappa", "normalized_cross_kappa"),
+            ("cross_kappa", "cross_kappa"),
+            ("spa", "spa"),
+        ):
+            gate = self.cfg.threshold_gate(question, gate_type)
+            out[metric] = None if gate is None else gate.min_value
+        gate = self.cfg.threshold_gate(question, "irr_baseline")
+        irr = irr_trusted if irr_trusted is not None and math.isfinite(irr_trusted) else None
+        if gate is None or irr is None:
+            out["irr_crowd"] = None
+        elif gate.tolerance is not None:
+            out["irr_crowd"] = irr - gate.tolerance
+        else:
+            out["irr_crowd"] = irr * gate.min_ratio
+        out["irr_trusted"] = None
+        return out
+
+    # ------------------------------------------------------------------------------------------ windows
+    def _windows(
+        self,
+        conn: Connection,
+        stream: _Stream,
+        question: Any,
+        pass_id: str,
+    ) -> tuple[int, list[dict[str, Any]]]:
+        window, r = self.cfg.monitor.window, stream.row
+        start, stop = windows.to_close(window, r["closed_until"], r["first_ts"], r["watermark"], r["n_seq"])
+        if stop <= start:
+            return 0, []
+        metrics: list[str] = [m for m in self.cfg.monitor.metrics if m in windows.WINDOW_METRICS]
+        irr_trusted = None
+        if stream.parts.get("irr_trusted") is not None and stream.parts["irr_trusted"].n > 0:
+            parts = Parts(stream.meta)
+            irr_trusted = part_estimate(
+                parts, stream.parts["irr_trusted"].expand(parts.widths["irr_trusted"]), None
+            )["value"]
+        thresholds = self.thresholds(question, irr_trusted)
+        detectors = self._load_detectors(conn, question.name, metrics)
+        measured, events = 0, []
+        for batch in range(start, stop, _WINDOW_BATCH):
+            crowd = self._window_judgements(conn, r["stream_id"], batch, min(stop, batch + _WINDOW_BATCH))
+            if crowd.empty:
+                continue
+            crowd["window"] = windows.window_index(window, crowd["ts"].to_numpy(), crowd["seq"].to_numpy())
+            trusted = self._load_items(conn, r["stream_id"], crowd["item_id"].unique().tolist(), pool=TRUSTED)
+            for index, rows in crowd.groupby("window", sort=True):
+                items = rows["item_id"].unique()
+                mine = trusted.loc[trusted["item_id"].isin(items)]
+                events += self._measure_window(
+                    conn, stream, question, int(index), rows, mine, metrics, thresholds, detectors, pass_id
+                )
+                measured += 1
+        r["closed_until"] = stop
+        self._save_detectors(conn, question.name, detectors)
+        return measured, events
+
+    def _window_judgements(self, conn: Connection, sid: int, start: int, stop: int) -> pd.DataFrame:
+        j, window = judgements_table, self.cfg.monitor.window
+        query = select(j.c.pool, j.c.item_id, j.c.rater_id, j.c.code, j.c.value, j.c.ts, j.c.seq).where(
+            j.c.stream_id == sid, j.c.pool == CROWD
+        )
+        if window.kind == "hours":
+            size = windows.length_us(window)
+            query = query.where(j.c.ts >= start * size, j.c.ts < stop * size)
+        else:
+            n = int(window.annotations or 1)
+            query = query.where(j.c.seq >= start * n, j.c.seq < stop * n)
+        return pd.DataFrame(
+            conn.execute(query).all(), columns=["pool", "item_id", "rater_id", "code", "value", "ts", "seq"]
+        )
+
+    def _measure_window(
+        self,
+        conn: Connection,
+        stream: _Stream,
+        question: Any,
+        index: int,
+        crowd: pd.DataFrame,
+        trusted: pd.DataFrame,
+        metrics: list[str],
+        thresholds: dict[str, float | None],
+        detectors: dict[str, dict[str, Any]],
+        pass_id: str,
+    ) -> list[dict[str, Any]]:
+        cfg = self.cfg
+        seed = [int(cfg.interval.seed or 0), int(index)]
+        numbers = windows.measure(
+            crowd, trusted, stream.meta, metrics, ci=cfg.interval.ci, n_boot=cfg.monitor.n_boot, seed=seed
+        )
+        start, end = windows.bounds(cfg.monitor.window, index, crowd["ts"].to_numpy())
+        records, events = [], []
+        drift = cfg.monitor.drift
+        change_metrics = set(drift.change.metrics)
+        baseline_metrics = set(drift.baseline_metrics if drift.baseline_metrics is not None else metrics)
+        worst: list[str] | None = None
+        for metric in metrics:
+            row = {
+                "question": question.name,
+                "metric": metric,
+                "window_start": utc(start),
+                "window_end": utc(end),
+                "scope": "window",
+                **numbers[metric],
+                "threshold": thresholds.get(metric),
+            }
+            records.append(
+                {
+                    "monitor": self.name,
+                    "question": question.name,
+                    "metric": metric,
+                    "scope": "window",
+                    "window_index": index,
+                    "window_start": start,
+                    "window_end": end,
+                    "value": row["value"],
+                    "ci_low": row["ci_low"],
+                    "ci_high": row["ci_high"],
+                    "n_items": row["n_items"],
+                    "n_ratings": row["n_ratings"],
+                    "threshold": row["threshold"],
+                    "pass_id": pass_id,
+                }
+            )
+            series_row = {**row, "window_index": index, "window_start": start, "window_end": end}
+            found = drift_mod.step(
+                detectors[metric],
+                series_row,
+                threshold=row["threshold"],
+                baseline=drift.baseline and metric in baseline_metrics,
+                change=metric in change_metrics,
+                drift=drift,
+                level=cfg.interval.ci or 0.95,
+            )
+            for event in found:
+                if event.transition == "open" and worst is None:
+                    worst = windows.worst_raters(crowd, trusted, stream.meta, cfg.monitor.raters.worst)
+                events.append(
+                    self._episode(conn, question.name, metric, event, worst or [], detectors[metric])
+                )
+        conn.execute(insert(windows_table), records)
+        return events
+
+    def _episode(
+        self,
+        conn: Connection,
+        question: str,
+        metric: str,
+        event: drift_mod.Event,
+        worst: list[str],
+        detector: dict[str, Any],
+    ) -> dict[str, Any]:
+        e = episodes_table
+        eid = drift_mod.episode_id(self.name, question, metric, event.kind, event.since)
+        window = {k: v for k, v in event.window.items() if k not in ("window_start", "window_end")}
+        window.update(
+            window_start=utc(event.window["window_start"]), window_end=utc(event.window["window_end"])
+        )
+        if event.transition == "open":
+            detector[event.kind]["open"]["episode_id"] = eid
+            exists = conn.execute(select(e.c.episode_id).where(e.c.episode_id == eid)).first()
+            if exists is None:
+                conn.execute(
+                    insert(e).values(
+                        episode_id=eid,
+                        monitor=self.name,
+                        question=question,
+                        metric=metric,
+                        kind=event.kind,
+                        opened_at=event.since,
+                        closed_at=None,
+                        reason=event.reason,
+                        close_reason=None,
+                        worst_raters=worst,
+                        details={"opened_by": window, **_jsonable(event.details)},
+                        alerts_done=False,
+                    )
+                )
+        else:
+            details = conn.execute(select(e.c.details).where(e.c.episode_id == eid)).scalar() or {}
+            conn.execute(
+                update(e)
+                .where(e.c.episode_id == eid)
+                .values(
+                    closed_at=event.window["window_end"],
+                    close_reason=event.reason,
+                    alerts_done=False,
+                    details={**details, "closed_by": window},
+                )
+            )
+        return {
+            "episode_id": eid,
+            "transition": event.transition,
+            "kind": event.kind,
+            "question": question,
+            "metric": metric,
+            "since": utc(event.since),
+            "reason": event.reason,
+            "worst_raters": worst,
+        }
+
+    def _load_detectors(
+        self, conn: Connection, question: str, metrics: Iterable[str]
+    ) -> dict[str, dict[str, Any]]:
+        d = detectors_table
+        rows: dict[str, Any] = dict(
+            conn.execute(  # type: ignore[arg-type]
+                select(d.c.metric, d.c.state).where(d.c.monitor == self.name, d.c.question == question)
+            ).all()
+        )
+        return {m: rows.get(m) or drift_mod.new_state() for m in metrics}
+
+    def _save_detectors(self, conn: Connection, question: str, detectors: dict[str, dict[str, Any]]) -> None:
+        d = detectors_table
+        conn.execute(delete(d).where(d.c.monitor == self.name, d.c.question == question))
+        conn.execute(
+            insert(d),
+            [
+                {"monitor": self.name, "question": question, "metric": m, "state": s}
+                for m, s in detectors.items()
+            ],
+        )
+
+    def _reset_windows(self, conn: Connection) -> None:
+        """Forget windows, detectors and episodes (not the sent alerts): the pass measures them again."""
+        w, d, e, s = windows_table, detectors_table, episodes_table, streams_table
+        conn.execute(delete(w).where(w.c.monitor == self.name, w.c.scope == "window"))
+        conn.execute(delete(d).where(d.c.monitor == self.name))
+        conn.execute(delete(e).where(e.c.monitor == self.name))
+        conn.execute(update(s).where(s.c.monitor == self.name).values(closed_until=None))
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def run_pass(config: Any, *, replay: bool = False, send_alerts: bool = True) -> dict[str, Any]:
+    """One monitor pass for a configuration (path, mapping or MonitorConfig); see :class:`Monitor`."""
+    return Monitor(config).run_pass(replay=replay, send_alerts=send_alerts)
+
+
+def count_passes(config: Any, status: str | None = "ok") -> int:
+    """Number of recorded passes of the configuration's monitor."""
+    monitor = Monitor(config)
+    p = passes_table
+    query = select(func.count()).select_from(p).where(p.c.monitor == monitor.name)
+    if status is not None:
+        query = query.where(p.c.status == status)
+    with monitor.engine.connect() as conn:
+        return int(conn.execute(query).scalar() or 0)
+
+
+def _ids(values: pd.Series) -> pd.Series:
+    """Ids as text (integral floats lose their '.0'); missing stays None."""
+
+    def text(v: Any) -> Any:
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+            return None
+        if isinstance(v, float) and v.is_integer():
+            return str(int(v))
+        return str(v)
+
+    return values.astype(object).map(text)
+
+
+def _label_key(value: Any) -> tuple[str, Any] | None:
+    if isinstance(value, (bool, np.bool_)):
+        return ("b", bool(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        number = float(value)
+        return ("n", number) if math.isfinite(number) else None
+    if isinstance(value, str):
+        text = value.strip()
+        if _NUMBER.fullmatch(text):
+            return ("n", float(text))
+        return ("s", text)
+    return ("s", str(value))
+
+
+def _plain_category(value: Any, level: str) -> Any:
+    key = _label_key(value)
+    if key is not None and key[0] == "n":
+        number = key[1]
+        return int(number) if float(number).is_integer() else float(number)
+    if level in ("interval", "ratio"):
+        raise InputError(
+            f"Category {value!r} of a numeric question is not a number.", Reason.NON_NUMERIC_VALUE
+        )
+    return value.item() if hasattr(value, "item") else value
+
+
+def _codes(labels: pd.Series, meta: Meta, explicit: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Category code and numeric value of each label (categories grow unless explicit); valid mask."""
+    lookup = {_label_key(c): j for j, c in enumerate(meta.categories)}
+    codes = np.full(len(labels), -1, dtype=np.int64)
+    values = np.full(len(labels), np.nan)
+    for position, label in enumerate(labels.tolist()):
+        key = _label_key(label)
+        if key is None or (meta.numeric and key[0] != "n"):
+            continue
+        code = lookup.get(key)
+        if code is None:
+            if explicit:
+                continue
+            code = len(meta.categories)
+            meta.categories.append(
+                _plain_category(label, meta.level) if key[0] == "n" else (key[1] if key[0] == "s" else label)
+            )
+            lookup[key] = code
+        codes[position] = code
+        if key[0] == "n":
+            values[position] = key[1]
+    if meta.numeric:
+        values = np.asarray([float(meta.categories[c]) if c >= 0 else np.nan for c in codes])
+    return codes, values, codes >= 0
+
+
+def _num(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(float(value)) else None
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    return value

@@ -1,0 +1,323 @@
+"""Tables of the monitor in the results-store database, with their own versioned migrations.
+
+All tables are prefixed ``labelgate_monitor_``; the version is in ``labelgate_monitor_schema`` (one row per
+applied migration). :func:`migrate` creates or upgrades them in one transaction and is idempotent; it is
+separate from the gate store's schema (``labelgate_schema_version``) until the migrations are unified.
+
+Timestamps of judgements and windows are integers (microseconds since 1970-01-01 UTC), so that window
+queries are index range scans on every backend; datetimes shown to users are converted at the edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection
+
+from labelgate.store import StoreError
+
+MONITOR_SCHEMA_VERSION = 1
+_PG_LOCK = 0x4C474D4E  # "LGMN": serialises concurrent migrations / passes on PostgreSQL
+
+metadata = MetaData()
+
+schema_table = Table(
+    "labelgate_monitor_schema",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("description", String(200), nullable=False),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+)
+
+monitors_table = Table(
+    "labelgate_monitor_monitors",
+    metadata,
+    Column("monitor", String(100), primary_key=True),
+    Column("source_watermark", BigInteger, nullable=True),
+    Column("config_hash", String(64), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+streams_table = Table(
+    "labelgate_monitor_streams",
+    metadata,
+    Column("stream_id", Integer, primary_key=True, autoincrement=True),
+    Column("monitor", String(100), nullable=False),
+    Column("question", String(200), nullable=False),
+    Column("level", String(16), nullable=False),
+    Column("categories", JSON, nullable=False),
+    Column("center", Float, nullable=True),
+    Column("n_seq", BigInteger, nullable=False, default=0),
+    Column("first_ts", BigInteger, nullable=True),
+    Column("watermark", BigInteger, nullable=True),
+    Column("closed_until", BigInteger, nullable=True),  # windows below this index are closed and stored
+    Column("state", JSON, nullable=False),  # maintained sums of the cumulative metrics
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("monitor", "question", name="uq_labelgate_monitor_streams"),
+)
+
+judgements_table = Table(
+    "labelgate_monitor_judgements",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("item_id", String(200), primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),  # 0 crowd, 1 trusted
+    Column("rater_id", String(200), primary_key=True),
+    Column("code", Integer, nullable=False),
+    Column("value", Float, nullable=True),
+    Column("ts", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),  # crowd merge order (-1 for trusted)
+    Column("delivery_no", Integer, nullable=False),
+    Index("ix_labelgate_monitor_judgements_ts", "stream_id", "ts"),
+    Index("ix_labelgate_monitor_judgements_seq", "stream_id", "seq"),
+    sqlite_with_rowid=False,
+)
+
+deliveries_table = Table(
+    "labelgate_monitor_deliveries",
+    metadata,
+    Column("delivery_no", Integer, primary_key=True, autoincrement=True),
+    Column("monitor", String(100), nullable=False),
+    Column("delivery_id", String(500), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("size", BigInteger, nullable=True),
+    Column("mtime_ns", BigInteger, nullable=True),
+    Column("status", String(20), nullable=False),  # merged | duplicate | empty
+    Column("n_rows", Integer, nullable=False, default=0),
+    Column("n_new", Integer, nullable=False, default=0),
+    Column("n_already", Integer, nullable=False, default=0),
+    Column("n_conflicts", Integer, nullable=False, default=0),
+    Column("n_invalid", Integer, nullable=False, default=0),
+    Column("n_late", Integer, nullable=False, default=0),
+    Column("pass_id", String(36), nullable=False),
+    Column("merged_at", DateTime(timezone=True), nullable=False),
+    Index("ix_labelgate_monitor_deliveries_id", "monitor", "delivery_id"),
+    Index("ix_labelgate_monitor_deliveries_hash", "monitor", "content_hash"),
+)
+
+raters_table = Table(
+    "labelgate_monitor_raters",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),
+    Column("rater_id", String(200), primary_key=True),
+    Column("q", Integer, nullable=False),  # number of categories the sums were laid out for
+    Column(
+        "sums", LargeBinary, nullable=False
+    ),  # float64: n_ratings, trusted (S, M, n), loo (S, M, n), pairs
+    Column("row", JSON, nullable=True),  # the per-rater row (report contract), refreshed when it changes
+    Column("flagged", Boolean, nullable=False, default=False),
+    Index("ix_labelgate_monitor_raters_flagged", "stream_id", "flagged"),
+    sqlite_with_rowid=False,
+)
+
+pairs_table = Table(
+    "labelgate_monitor_pairs",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),
+    Column("rater_a", String(200), primary_key=True),
+    Column("rater_b", String(200), primary_key=True),
+    Column("n", Integer, nullable=False),
+    Column("agree", Integer, nullable=False),
+    Column("candidate", Boolean, nullable=False, default=False),  # n >= min_pair_items: tested every pass
+    Index("ix_labelgate_monitor_pairs_candidate", "stream_id", "candidate"),
+    sqlite_with_rowid=False,
+)
+
+windows_table = Table(
+    "labelgate_monitor_windows",
+    metadata,
+    Column("row_id", Integer, primary_key=True, autoincrement=True),
+    Column("monitor", String(100), nullable=False),
+    Column("question", String(200), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("scope", String(16), nullable=False),  # window | cumulative
+    Column("window_index", BigInteger, nullable=True),
+    Column("window_start", BigInteger, nullable=False),
+    Column("window_end", BigInteger, nullable=False),
+    Column("value", Float, nullable=True),
+    Column("ci_low", Float, nullable=True),
+    Column("ci_high", Float, nullable=True),
+    Column("n_items", Integer, nullable=False),
+    Column("n_ratings", Integer, nullable=False),
+    Column("threshold", Float, nullable=True),
+    Column("pass_id", String(36), nullable=False),
+    Index("ix_labelgate_monitor_windows_series", "monitor", "question", "metric", "scope", "window_end"),
+)
+
+detectors_table = Table(
+    "labelgate_monitor_detectors",
+    metadata,
+    Column("monitor", String(100), primary_key=True),
+    Column("question", String(200), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("state", JSON, nullable=False),
+)
+
+episodes_table = Table(
+    "labelgate_monitor_episodes",
+    metadata,
+    Column("episode_id", String(40), primary_key=True),
+    Column("monitor", String(100), nullable=False),
+    Column("question", String(200), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("opened_at", BigInteger, nullable=False),
+    Column("closed_at", BigInteger, nullable=True),
+    Column("reason", Text, nullable=False),
+    Column("close_reason", Text, nullable=True),
+    Column("worst_raters", JSON, nullable=False),
+    Column("details", JSON, nullable=False),
+    Column("alerts_done", Boolean, nullable=False, default=False),  # every transition alerted everywhere
+    Index("ix_labelgate_monitor_episodes_monitor", "monitor", "opened_at"),
+    Index("ix_labelgate_monitor_episodes_pending", "monitor", "alerts_done"),
+)
+
+alerts_table = Table(
+    "labelgate_monitor_alerts",
+    metadata,
+    Column("monitor", String(100), primary_key=True),
+    Column("dedupe_key", String(200), primary_key=True),
+    Column("channel", String(200), primary_key=True),
+    Column("episode_id", String(40), nullable=False),
+    Column("transition", String(8), nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("sent_at", DateTime(timezone=True), nullable=True),
+)
+
+passes_table = Table(
+    "labelgate_monitor_passes",
+    metadata,
+    Column("pass_id", String(36), primary_key=True),
+    Column("monitor", String(100), nullable=False),
+    Column("status", String(16), nullable=False),  # ok | error
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("summary", JSON, nullable=False),
+    Index("ix_labelgate_monitor_passes_monitor", "monitor", "started_at"),
+)
+
+
+# A per-connection scratch table of pair keys (joined to the pairs table by primary key; never migrated).
+keys_table = Table(
+    "labelgate_monitor_pair_keys",
+    MetaData(),
+    Column("a", String(200), nullable=False),
+    Column("b", String(200), nullable=False),
+    prefixes=["TEMPORARY"],
+)
+
+
+def _migration_1(conn: Connection) -> None:
+    for table in (
+        monitors_table,
+        streams_table,
+        judgements_table,
+        deliveries_table,
+        raters_table,
+        pairs_table,
+        windows_table,
+        detectors_table,
+        episodes_table,
+        alerts_table,
+        passes_table,
+    ):
+        table.create(conn)
+
+
+_MIGRATIONS: dict[int, tuple[str, Callable[[Connection], None]]] = {
+    1: (
+        "monitor tables: streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, "
+        "alerts, passes",
+        _migration_1,
+    ),
+}
+
+
+def monitor_schema_version(engine: Engine) -> int:
+    """Monitor schema version recorded in the database (0 when never migrated)."""
+    with engine.connect() as conn:
+        if not conn.dialect.has_table(conn, schema_table.name):
+            return 0
+        return int(conn.execute(select(func.max(schema_table.c.version))).scalar() or 0)
+
+
+def migrate(engine: Engine) -> int:
+    """Create or upgrade the monitor tables to :data:`MONITOR_SCHEMA_VERSION`; idempotent.
+
+    Raises
+    ------
+    StoreError
+        The database holds a newer monitor schema than this code knows.
+
+    Examples
+    --------
+    >>> from labelgate.store import ResultsStore
+    >>> engine = ResultsStore("sqlite://").engine
+    >>> migrate(engine), migrate(engine), monitor_schema_version(engine)
+    (1, 1, 1)
+    """
+    with write_transaction(engine) as conn:
+        schema_table.create(conn, checkfirst=True)
+        current = conn.execute(select(func.max(schema_table.c.version))).scalar() or 0
+        if current > MONITOR_SCHEMA_VERSION:
+            raise StoreError(
+                f"The monitor tables have schema version {current}, newer than this LabelGate's "
+                f"{MONITOR_SCHEMA_VERSION}; upgrade LabelGate."
+            )
+        for version in range(current + 1, MONITOR_SCHEMA_VERSION + 1):
+            description, step = _MIGRATIONS[version]
+            step(conn)
+            conn.execute(
+                insert(schema_table).values(
+                    version=version, description=description, applied_at=datetime.now(UTC)
+                )
+            )
+    return MONITOR_SCHEMA_VERSION
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """One write transaction: SQLite takes the writer lock first (``BEGIN IMMEDIATE`` through the results
+    store's engine); PostgreSQL takes an advisory transaction lock, so monitor passes never interleave."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(labelgate_write=True)
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK})
+            yield conn
+
+
+@contextmanager
+def read_transaction(engine: Engine) -> Iterator[Connection]:
+    """One read transaction."""
+    with engine.connect() as conn, conn.begin():
+        yield conn

@@ -1,0 +1,176 @@
+"""The monitor as a scheduled Prefect deployment against a real ``prefect server start`` on 127.0.0.1.
+
+Starts a server (random free port, its own PREFECT_HOME), serves ``flows/serve_monitor.py`` with a 5-second
+interval and waits for two monitor passes in the results store; both processes (and the flow-run processes
+the runner spawns, in the runner's process group) are stopped at the end. Skips when the server cannot start.
+26 s on two quiet cores, up to about 110 s at load average 16. The flow itself is also run once on the session's temporary API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from labelgate.monitor import count_passes
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFECT = Path(sys.executable).parent / "prefect"
+DELIVERY = "item_id,rater_id,label,pool\n1,a,x,crowd\n1,b,x,crowd\n2,a,y,crowd\n2,b,x,crowd\n1,t,x,trusted\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group we started (the runner's flow-run children too), then SIGKILL."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def wait_healthy(port: int, process: subprocess.Popen, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+def write_config(root: Path) -> Path:
+    (root / "drop").mkdir(parents=True)
+    (root / "drop" / "d1.csv").write_text(DELIVERY, encoding="utf-8")
+    path = root / "monitor.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "store": {"url": f"sqlite:///{root / 'results.db'}"},
+                "monitor": {"name": "scheduled", "source": {"path": str(root / "drop")}},
+            }
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def prefect_server(tmp_path):
+    if not PREFECT.exists():
+        pytest.skip(f"the prefect command is not installed next to {sys.executable}")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    log = open(tmp_path / "server.log", "w")  # closed below
+    server = subprocess.Popen(
+        [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        if not wait_healthy(port, server, timeout=120):
+            pytest.skip(
+                f"prefect server start did not become healthy on 127.0.0.1:{port} within 120 s; see "
+                f"{tmp_path / 'server.log'}"
+            )
+        yield {"url": f"http://127.0.0.1:{port}/api", "env": env}
+    finally:
+        stop(server)
+        log.close()
+
+
+def completed_runs(api: str) -> int:
+    """Completed flow runs created from a deployment (the schedule), read from the server's API."""
+    request = urllib.request.Request(
+        f"{api}/flow_runs/filter",
+        method="POST",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}, "limit": 50}).encode(),
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        runs = json.loads(response.read())
+    return sum(1 for r in runs if r.get("state_type") == "COMPLETED" and r.get("deployment_id"))
+
+
+def test_scheduled_deployment_runs_at_least_two_passes(prefect_server, tmp_path):
+    config = write_config(tmp_path / "job")
+    env = {
+        **prefect_server["env"],
+        "PREFECT_API_URL": prefect_server["url"],
+        "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+    }
+    log = open(tmp_path / "runner.log", "w")  # closed below
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "flows" / "serve_monitor.py"),
+            "--config",
+            str(config),
+            "--interval",
+            "5",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline, passes, runs = time.monotonic() + 150, 0, 0
+        while time.monotonic() < deadline and runner.poll() is None:
+            passes = count_passes(str(config))
+            runs = completed_runs(prefect_server["url"]) if passes >= 2 else 0
+            if runs >= 2:
+                break
+            time.sleep(1)
+        log.flush()
+        assert passes >= 2, f"{passes} pass(es); runner log:\n{(tmp_path / 'runner.log').read_text()[-3000:]}"
+        assert runs >= 2, f"{runs} completed scheduled flow run(s)"
+    finally:
+        stop(runner)
+        log.close()
+    assert count_passes(str(config), status="error") == 0
+
+
+def test_serve_script_refuses_to_run_without_a_server(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "flows" / "serve_monitor.py"), "--config", "x.yaml"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "ephemeral API cannot schedule" in out.stderr
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_monitor_flow_runs_one_pass(tmp_path):
+    from labelgate.flows.monitor import monitor_flow
+
+    config = write_config(tmp_path)
+    summary = monitor_flow(str(config))
+    assert summary["n_new"] == 5 and summary["status"] == "ok"
+    assert monitor_flow(str(config))["n_new"] == 0
+    assert count_passes(str(config)) == 2
