@@ -75,6 +75,11 @@ def test_accept_on_a_batch_from_the_trusted_process(tmp_path, data):
     assert nkx["ci_low"] >= 0.8 and nkx["verdict"] == "pass"
     assert Path(result["report"]).is_file() and Path(result["reports"]["json"]).is_file()
     assert result["coverage"]["common_items"] > 500
+    raters = result["diagnostics"]["label"]["raters"]
+    assert len(raters) > 100 and {"rater_id", "kappa_vs_trusted", "flags"} <= set(raters[0])
+    assert "ratings_per_item_hist" in result["diagnostics"]["label"]["design"]["crowd"]
+    page = Path(result["report"]).read_text(encoding="utf-8")
+    assert "Per-rater diagnostics were not computed" not in page
 
 
 def test_reject_on_random_labels(tmp_path, data):
@@ -116,7 +121,8 @@ def test_error_on_a_malformed_config(tmp_path, data):
 
 
 STEPS = {"load": (gate_steps, "load"), "validate": (gate_steps, "prepare"), "align": (gate_steps, "coverage"),
-         "measure": (gate_steps, "measure"), "decide": (gate_steps, "decide_batch"),
+         "measure": (gate_steps, "measure"), "diagnose": (gate_steps, "diagnose"),
+         "decide": (gate_steps, "decide_batch"),
          "publish": (flow_module, "write_gate_report"), "persist": (ResultsStore, "save")}
 
 

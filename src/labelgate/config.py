@@ -182,6 +182,17 @@ class Alerts(_Strict):
     timeout_seconds: float = Field(default=10.0, gt=0)
 
 
+class DaskSettings(_Strict):
+    """Where ``runner: dask`` runs: a running cluster (``address``) or a temporary LocalCluster."""
+
+    address: str | None = Field(default=None, description="Scheduler address, e.g. tcp://dask-scheduler:8786.")
+    n_workers: int = Field(default=2, ge=1, description="Worker processes of the temporary LocalCluster.")
+
+
+#: Settings that change where and how a run executes, not what it decides: left out of the idempotency key.
+EXECUTION_KEYS = ("runner", "dask", "store", "reports", "alerts")
+
+
 class GateConfig(_Strict):
     """The whole gate configuration."""
 
@@ -200,6 +211,7 @@ class GateConfig(_Strict):
     reports: Reports = Reports()
     alerts: Alerts = Alerts()
     runner: Literal["local", "dask"] = "local"
+    dask: DaskSettings = DaskSettings()
 
     @model_validator(mode="after")
     def _consistent(self) -> GateConfig:
@@ -223,15 +235,16 @@ class GateConfig(_Strict):
         return [g for g in self.gates if (g.questions is None or question.name in g.questions)]
 
     def digest(self) -> str:
-        """Stable hash of the configuration and the LabelGate version (the idempotency key of a gate run).
+        """Stable hash of what decides a batch, and the LabelGate version (the idempotency key of a gate run).
 
-        The version is part of it so that an upgrade that changes a metric recomputes instead of
-        returning a decision made by the old code.
+        Execution settings (:data:`EXECUTION_KEYS`: runner, store, reports, alerts) are left out, so moving a
+        gate to Dask or to another store does not recompute batches already decided. The version is in, so
+        that an upgrade that changes a metric recomputes instead of returning a decision of the old code.
         """
         from labelgate import __version__
 
-        payload = json.dumps({"config": self.model_dump(mode="json"), "labelgate": __version__}, sort_keys=True,
-                             default=str)
+        decisive = self.model_dump(mode="json", exclude=set(EXECUTION_KEYS))
+        payload = json.dumps({"config": decisive, "labelgate": __version__}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
