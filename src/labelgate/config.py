@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -248,7 +248,10 @@ class GateConfig(_Strict):
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def load_config(path: str | Path) -> GateConfig:
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def load_config(path: str | Path, model: type[ConfigT] = GateConfig) -> ConfigT:  # type: ignore[assignment]
     """Load and validate a YAML gate configuration.
 
     Raises
@@ -275,16 +278,17 @@ def load_config(path: str | Path) -> GateConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
-    return config_from_dict({} if data is None else data, source=str(path))
+    return config_from_dict({} if data is None else data, source=str(path), model=model)
 
 
-def config_from_dict(data: Any, source: str = "<dict>") -> GateConfig:
-    """Validate a configuration given as a mapping (``source`` names it in errors)."""
+def config_from_dict(data: Any, source: str = "<dict>",
+                     model: type[ConfigT] = GateConfig) -> ConfigT:  # type: ignore[assignment]
+    """Validate a configuration given as a mapping (``source`` names it in errors; ``model`` the schema)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the configuration must be a mapping of keys; got {type(data).__name__}.",
                           file=source)
     try:
-        return GateConfig.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = _key_path(first["loc"])

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from labelgate.config import ConfigError, GateConfig, Question
+from labelgate.config import GateConfig, Question, config_from_dict, load_config
 
 MetricName = Literal["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
 WindowMetric = Literal["spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa"]
@@ -186,36 +185,12 @@ def load_monitor_config(path: str | Path) -> MonitorConfig:
     >>> cfg.monitor.window.kind, cfg.monitor.window.annotations
     ('annotations', 500)
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"{path}: cannot read the configuration file ({exc.strerror}).", file=str(path)
-        ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
-    return monitor_config_from_dict({} if data is None else data, source=str(path))
+    return load_config(path, MonitorConfig)
 
 
 def monitor_config_from_dict(data: Any, source: str = "<dict>") -> MonitorConfig:
     """Validate a monitor configuration given as a mapping (``source`` names it in errors)."""
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{source}: the configuration must be a mapping of keys; got {type(data).__name__}.", file=source
-        )
-    try:
-        return MonitorConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = _key_path(first["loc"])
-        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
-        more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-        raise ConfigError(
-            f"{source}: {key or '<top level>'}: {problem}{more}.", file=source, key=key
-        ) from None
+    return config_from_dict(data, source, MonitorConfig)
 
 
 def as_monitor_config(config: Any) -> MonitorConfig:
@@ -227,10 +202,3 @@ def as_monitor_config(config: Any) -> MonitorConfig:
     if isinstance(config, GateConfig):
         return monitor_config_from_dict(config.model_dump())
     return load_monitor_config(config)
-
-
-def _key_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
