@@ -7,6 +7,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 import pytest
@@ -168,9 +169,9 @@ def test_a_crash_after_measuring_stores_only_the_complete_error_record(tmp_path,
 
 
 class _Receiver(BaseHTTPRequestHandler):
-    received: list[dict] = []
+    received: ClassVar[list[dict]] = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         type(self).received.append(json.loads(body or b"{}"))
         self.send_response(200)

@@ -18,8 +18,8 @@ import pandas as pd
 from labelgate import io, validation
 from labelgate.config import Gate, GateConfig, Question
 from labelgate.decision import GateDecision, Outcome, decide
-from labelgate.expectations import raised_exception
 from labelgate.errors import InputError, Reason
+from labelgate.expectations import raised_exception
 from labelgate.store import GateRecord
 
 CANONICAL = {"item": "item_id", "rater": "rater_id", "label": "label", "pool": "pool", "question": "question"}
