@@ -36,7 +36,7 @@ Finalize = Callable[[list[np.ndarray]], Components]
 Explain = Callable[[Components], tuple[Reason, str] | None]
 
 # Items x resamples cells per chunk of the bootstrap count matrix (float64: 8 bytes each).
-_CHUNK_CELLS = 8_000_000
+_CHUNK_CELLS = 2_000_000
 
 
 @dataclass
