@@ -30,6 +30,7 @@ from labelgate.monitor import windows as W  # noqa: N812
 from labelgate.monitor.config import ChangeDetector, Drift
 from labelgate.monitor.state import Meta
 from labelgate.monitor.streams import stream
+from labelgate.synth import distinct_draws
 
 LABELS = np.asarray(["neg", "neu", "pos"], dtype=object)
 
@@ -80,14 +81,7 @@ def judgements(
 
 def distinct_raters(rng: np.random.Generator, rows: int, k: int, n: int) -> np.ndarray:
     """``k`` distinct random raters out of ``n`` for each of ``rows`` items."""
-    picks = rng.integers(0, n, size=(rows, k))
-    for col in range(1, k):
-        clash = (picks[:, [col]] == picks[:, :col]).any(axis=1)
-        while clash.any():
-            picks[clash, col] = rng.integers(0, n, size=int(clash.sum()))
-            clash = (picks[:, [col]] == picks[:, :col]).any(axis=1)
-    return picks
-
+    return distinct_draws(rng, n, rows, k)
 
 def extra_ratings(rng: np.random.Generator, n: int, n_items: int, tag: int, start_us: int) -> pd.DataFrame:
     """New ratings of items already merged, by raters never seen before (no conflict)."""

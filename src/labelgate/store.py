@@ -229,6 +229,25 @@ def _migration_1(conn: Connection) -> None:
     runs_table.create(conn)
 
 
+def apply_migrations(conn: Connection, version_table: Table,
+                     migrations: dict[int, tuple[str, Callable[[Connection], None]]], target: int, what: str) -> int:
+    """Apply the numbered ``migrations`` above the version recorded in ``version_table``, in ``conn``'s transaction.
+
+    Shared by the results store and the monitor's tables. Raises :class:`StoreError` when ``what`` (e.g. "the
+    results store") already has a newer schema than ``target``.
+    """
+    version_table.create(conn, checkfirst=True)
+    current = conn.execute(select(func.max(version_table.c.version))).scalar() or 0
+    if current > target:
+        raise StoreError(f"{what} has schema version {current}, newer than this LabelGate's {target}; "
+                         "upgrade LabelGate.")
+    for version in range(current + 1, target + 1):
+        description, step = migrations[version]
+        step(conn)
+        conn.execute(insert(version_table).values(version=version, description=description, applied_at=_utcnow()))
+    return target
+
+
 _MIGRATIONS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _migration_1),
 }
@@ -314,16 +333,8 @@ class ResultsStore:
             if conn.dialect.name == "postgresql":
                 # Two gate runs starting at once must not both create the tables.
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATE_LOCK})
-            schema_version_table.create(conn, checkfirst=True)
-            current = conn.execute(select(func.max(schema_version_table.c.version))).scalar() or 0
-            if current > SCHEMA_VERSION:
-                raise StoreError(f"The results store at {self._safe_url()} has schema version {current}, "
-                                 f"newer than this LabelGate's {SCHEMA_VERSION}; upgrade LabelGate.")
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                description, step = _MIGRATIONS[version]
-                step(conn)
-                conn.execute(insert(schema_version_table).values(
-                    version=version, description=description, applied_at=_utcnow()))
+            apply_migrations(conn, schema_version_table, _MIGRATIONS, SCHEMA_VERSION,
+                             f"The results store at {self._safe_url()}")
         self._migrated = True
         return SCHEMA_VERSION
 

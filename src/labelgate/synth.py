@@ -190,18 +190,17 @@ def _simulate_pool(s: Scenario, pool: PoolSpec, probs: np.ndarray, rng: np.rando
 def _assign_raters(rng: np.random.Generator, n_raters: int, per_item: np.ndarray) -> np.ndarray:
     """Distinct raters within each item, spread over the pool."""
     out = np.empty(int(per_item.sum()), dtype=np.int64)
-    start = 0
     for k in np.unique(per_item):
         rows = np.flatnonzero(per_item == k)
         picks = np.argsort(rng.random((rows.size, n_raters)), axis=1)[:, :k] if n_raters <= 64 else \
-            _distinct_draws(rng, n_raters, rows.size, int(k))
+            distinct_draws(rng, n_raters, rows.size, int(k))
         positions = np.concatenate([[0], np.cumsum(per_item)])[rows]
         out[(positions[:, None] + np.arange(k)).ravel()] = picks.ravel()
-    start += 0
     return out
 
 
-def _distinct_draws(rng: np.random.Generator, n: int, rows: int, k: int) -> np.ndarray:
+def distinct_draws(rng: np.random.Generator, n: int, rows: int, k: int) -> np.ndarray:
+    """``k`` distinct values in ``range(n)`` for each of ``rows`` rows (redraws clashes column by column)."""
     picks = rng.integers(0, n, size=(rows, k))
     for col in range(1, k):
         clash = (picks[:, [col]] == picks[:, :col]).any(axis=1)

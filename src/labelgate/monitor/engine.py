@@ -739,18 +739,7 @@ class Monitor:
                     )
             r = raters_table
             if records_old:
-                conn.execute(
-                    update(r)
-                    .where(
-                        and_(
-                            r.c.stream_id == bindparam("b_sid"),
-                            r.c.pool == bindparam("b_pool"),
-                            r.c.rater_id == bindparam("b_rid"),
-                        )
-                    )
-                    .values(q=bindparam("q"), sums=bindparam("sums")),
-                    records_old,
-                )
+                conn.execute(_update_raters(q=bindparam("q"), sums=bindparam("sums")), records_old)
             if records_new:
                 conn.execute(insert(r), records_new)
             self._update_pairs(conn, sid, pool, mine)
@@ -921,7 +910,6 @@ class Monitor:
             min_agreement=checks.min_agreement,
             min_shared_items=checks.min_shared_items,
         )
-        r = raters_table
         question = stream.row["question"]
         records = [
             {
@@ -933,18 +921,7 @@ class Monitor:
             }
             for rid, row in zip(ids, rows, strict=True)
         ]
-        conn.execute(
-            update(r)
-            .where(
-                and_(
-                    r.c.stream_id == bindparam("b_sid"),
-                    r.c.pool == bindparam("b_pool"),
-                    r.c.rater_id == bindparam("b_rid"),
-                )
-            )
-            .values(row=bindparam("row"), flagged=bindparam("flagged")),
-            records,
-        )
+        conn.execute(_update_raters(row=bindparam("row"), flagged=bindparam("flagged")), records)
 
     # ------------------------------------------------------------------------------------------ metrics
     def _cumulative_rows(self, stream: _Stream, question: Any) -> dict[str, dict[str, Any]]:
@@ -1343,3 +1320,11 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (np.bool_,)):
         return bool(value)
     return value
+
+
+def _update_raters(**values: Any) -> Any:
+    """An executemany UPDATE of rater rows keyed by the bind parameters ``b_sid``, ``b_pool``, ``b_rid``."""
+    r = raters_table
+    key = and_(r.c.stream_id == bindparam("b_sid"), r.c.pool == bindparam("b_pool"),
+               r.c.rater_id == bindparam("b_rid"))
+    return update(r).where(key).values(**values)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 
 from sqlalchemy import (
     JSON,
@@ -32,13 +31,12 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
-    insert,
     select,
     text,
 )
 from sqlalchemy.engine import Connection
 
-from labelgate.store import StoreError
+from labelgate.store import apply_migrations
 
 MONITOR_SCHEMA_VERSION = 1
 _PG_LOCK = 0x4C474D4E  # "LGMN": serialises concurrent migrations / passes on PostgreSQL
@@ -286,22 +284,7 @@ def migrate(engine: Engine) -> int:
     (1, 1, 1)
     """
     with write_transaction(engine) as conn:
-        schema_table.create(conn, checkfirst=True)
-        current = conn.execute(select(func.max(schema_table.c.version))).scalar() or 0
-        if current > MONITOR_SCHEMA_VERSION:
-            raise StoreError(
-                f"The monitor tables have schema version {current}, newer than this LabelGate's "
-                f"{MONITOR_SCHEMA_VERSION}; upgrade LabelGate."
-            )
-        for version in range(current + 1, MONITOR_SCHEMA_VERSION + 1):
-            description, step = _MIGRATIONS[version]
-            step(conn)
-            conn.execute(
-                insert(schema_table).values(
-                    version=version, description=description, applied_at=datetime.now(UTC)
-                )
-            )
-    return MONITOR_SCHEMA_VERSION
+        return apply_migrations(conn, schema_table, _MIGRATIONS, MONITOR_SCHEMA_VERSION, "The monitor schema")
 
 
 @contextmanager
