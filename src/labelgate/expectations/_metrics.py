@@ -16,16 +16,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from great_expectations.core.metric_domain_types import MetricDomainTypes
 from great_expectations.execution_engine import PandasExecutionEngine
 from great_expectations.expectations.metrics.metric_provider import metric_value
 from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
 
-from labelgate.errors import ParameterError, Reason, check_option
+from labelgate.errors import ParameterError, Reason
 from labelgate.estimate import Estimate
-from labelgate.metrics._engine import Components, check_bootstrap_args, combine, evaluate, safe_ratio
-from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, normalized_cross_kappa, prepare_pair
+from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
 from labelgate.metrics.spa import WEIGHTINGS, spa
 from labelgate.ratings import Ratings, ratings_by_pool
 
@@ -248,62 +246,6 @@ def _undefined_icc(pools: Pools, crowd: Ratings) -> dict[str, Any]:
     out = _package(est, pools)
     out.update({"item_icc": None, "labeler_icc": None, "gap": None, "variance_components": None})
     return out
-
-
-def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_alpha", *,
-                   ci: float | None = None, n_boot: int = 2000, seed: Any = None) -> Estimate:
-    r"""IRR of the crowd and of the trusted pool on their common items, with a joint item bootstrap.
-
-    The value is :math:`IRR_{crowd}`; ``details`` carry :math:`IRR_{trusted}`,
-    the difference :math:`IRR_{crowd} - IRR_{trusted}` and the ratio
-    :math:`IRR_{crowd} / IRR_{trusted}` (NaN unless :math:`IRR_{trusted} > 0`),
-    each with its interval when ``ci`` is set. Both IRRs use the same items,
-    resampled jointly, so the interval of the difference accounts for their
-    correlation (harder items lower both).
-
-    Parameters
-    ----------
-    crowd, trusted : Ratings
-        The two pools, sharing one item index (:func:`labelgate.ratings_by_pool`).
-    irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
-        The IRR.
-    ci, n_boot, seed
-        Item-bootstrap interval.
-
-    Examples
-    --------
-    >>> import labelgate as lg
-    >>> x = Ratings.from_wide([[1, 1], [0, 0], [0, 0], [1, 0]])
-    >>> y = Ratings.from_wide([[1, 1], [0, 0], [0, 0], [1, 1]])
-    >>> est = irr_comparison(x, y)
-    >>> round(est.value, 4) == round(lg.krippendorff_alpha(x).value, 4), round(est.details["irr_y"], 4)
-    (True, 1.0)
-    """
-    check_bootstrap_args(ci, n_boot, seed, "irr_comparison")
-    check_option(irr, IRR_METRICS, "irr", "irr_comparison")
-    x, y, cx, cy = prepare_pair(crowd, trusted, "irr_comparison")
-    parts = [IRR_BUILDERS[irr](x, cx), IRR_BUILDERS[irr](y, cy)]
-
-    def finalize(p: list[Components]) -> Components:
-        ix, iy = p[0]["value"], p[1]["value"]
-        ratio = safe_ratio(ix, np.where(iy > 0, iy, 0.0))
-        return {"value": ix, "irr_y": iy, "difference": ix - iy, "ratio": ratio}
-
-    def explain(point: Components) -> tuple[Reason, str]:
-        inner = parts[0].explain(parts[0].point()) if parts[0].explain else None
-        code, why = inner or (Reason.NO_VARIANCE, "undefined")
-        return code, f"the crowd IRR is undefined: {why}"
-
-    stat = combine(parts, finalize, n_items=parts[0].n_items, n_ratings=parts[0].n_ratings, explain=explain,
-                   n_items_excluded=parts[0].n_items_excluded)
-    stat.interval_components = ("irr_y", "difference", "ratio")
-    est = evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed)
-    if not math.isnan(est.details["irr_y"]):
-        return est
-    # Say why the trusted IRR (hence the comparison) is undefined.
-    inner = parts[1].explain(parts[1].point()) if parts[1].explain else None
-    est.details["irr_y_reason"] = f"the trusted IRR is undefined: {(inner or (None, 'undefined'))[1]}"
-    return est
 
 
 # ------------------------------------------------------------- GX providers
