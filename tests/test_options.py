@@ -118,3 +118,22 @@ def test_normalized_cross_kappa_uses_one_distance_for_kappa_and_the_irrs():
     assert float(est) == pytest.approx(kappa / np.sqrt(alpha_x * alpha_y), abs=1e-12)
     with pytest.raises(lg.ParameterError, match="janson_olsson_iota has no ordinal distance"):
         lg.normalized_cross_kappa(x, y, irr="janson_olsson_iota", distance="ordinal")
+
+
+def test_irr_comparison_equals_the_two_irrs_computed_apart():
+    from labelgate.metrics.cross import irr_comparison
+
+    x, y = pair()
+    for irr, func in (("krippendorff_alpha", lg.krippendorff_alpha), ("fleiss_kappa", lg.fleiss_kappa),
+                      ("gwet_ac", lg.gwet_ac)):
+        est = irr_comparison(x, y, irr=irr, ci=0.9, n_boot=300, seed=3)
+        crowd, trusted = float(func(x)), float(func(y))
+        assert float(est) == pytest.approx(crowd, abs=1e-12)
+        assert est.details["irr_y"] == pytest.approx(trusted, abs=1e-12)
+        assert est.details["difference"] == pytest.approx(crowd - trusted, abs=1e-12)
+        assert est.details["ratio"] == pytest.approx(crowd / trusted, abs=1e-12)
+        assert est.details["difference_ci_low"] <= est.details["difference"] <= est.details["difference_ci_high"]
+    with pytest.raises(lg.ParameterError, match="'irr' parameter of irr_comparison must be one of"):
+        irr_comparison(x, y, irr="cohen")
+    with pytest.raises(lg.ParameterError, match="'n_boot' parameter of irr_comparison"):
+        irr_comparison(x, y, n_boot=1)

@@ -1,0 +1,77 @@
+"""Gate configuration: every validation error names the file and the key; secrets stay out of the file."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import labelgate as lg
+from labelgate.config import ConfigError, GateConfig, config_from_dict, load_config
+from labelgate.gate import require_rows
+from labelgate.synth import PoolSpec, Scenario, scenario_named, simulate
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"store": {"url": "postgresql://u:secret@db/lg"}}, "store: Value error, the store URL holds credentials"),
+    ({"alerts": {"channels": [{"type": "webhook"}]}}, "alerts.channels[0]: Value error, channel type 'webhook' "
+                                                      "needs 'url_env'"),
+    ({"alerts": {"channels": [{"type": "prefect_block"}]}}, "alerts.channels[0]: Value error, channel type "
+                                                            "'prefect_block' needs 'block'"),
+    ({"questions": [{"name": "q"}, {"name": "q"}]}, "<top level>: Value error, question names must be unique"),
+    ({"gates": [{"type": "cross_kappa", "min_value": 0.2, "questions": ["nope"]}]},
+     "gate 'cross_kappa' names unknown question(s) ['nope']"),
+    ({"gates": [{"type": "spa", "min_value": 0.9, "max_value": 0.5}]}, "min_value 0.9 is greater than max_value 0.5"),
+    ({"gates": [{"type": "irr_baseline"}]}, "gate type 'irr_baseline' needs 'tolerance' or 'min_ratio'"),
+    ({"gates": [{"type": "spa"}]}, "gate type 'spa' needs 'min_value' and/or 'max_value'"),
+    ({"batch": {"format": "sql", "query": "select 1"}}, "format 'sql' needs both 'query' and 'url_env'"),
+    ({"interval": {"n_boot": 1}}, "interval.n_boot: Input should be greater than or equal to 2"),
+    ({"alerts": {"notify_on": ["MAYBE"]}}, "alerts.notify_on[0]: Input should be"),
+])
+def test_invalid_values_name_the_key(data, message):
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data, source="gate.yaml")
+    assert str(info.value).startswith("gate.yaml: ") and message in str(info.value)
+
+
+def test_file_errors_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read the configuration file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gates: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"{bad}: not valid YAML"):
+        load_config(bad)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("just a string\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="the configuration must be a mapping of keys; got str"):
+        load_config(scalar)
+
+
+def test_empty_file_gives_the_defaults(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("", encoding="utf-8")
+    assert load_config(empty) == GateConfig()
+
+
+def test_digest_ignores_execution_settings_but_not_thresholds():
+    base = GateConfig()
+    moved = config_from_dict({"runner": "dask", "store": {"url": "sqlite:///other.db"}, "reports": {"dir": "x"}})
+    stricter = config_from_dict({"gates": [{"type": "normalized_cross_kappa", "min_value": 0.9}]})
+    assert moved.digest() == base.digest()
+    assert stricter.digest() != base.digest()
+
+
+def test_synthetic_scenarios_reject_impossible_designs():
+    with pytest.raises(lg.ParameterError, match="at least one item and two categories"):
+        simulate(Scenario(n_items=0))
+    with pytest.raises(lg.ParameterError, match="ratings_per_item must be 1 <= low <= high"):
+        simulate(Scenario(pools=(PoolSpec("crowd", ratings_per_item=(3, 2)),)))
+    with pytest.raises(lg.ParameterError, match="4 ratings per item need at least 4 raters"):
+        simulate(Scenario(pools=(PoolSpec("crowd", n_raters=3, ratings_per_item=(2, 4)),)))
+    with pytest.raises(lg.ParameterError, match="'name' parameter of scenario_named must be one of"):
+        scenario_named("chaos")
+
+
+def test_no_valid_row_left_is_an_input_error():
+    with pytest.raises(lg.InputError, match="No valid row is left in the batch table") as info:
+        require_rows(pd.DataFrame({"item_id": []}), "batch")
+    assert info.value.code == lg.Reason.EMPTY_INPUT
