@@ -5,7 +5,7 @@ string ids, items spread across neighbouring files), then measures, each in a fr
 machine:
 
 * ``dask``: a 2-worker ``LocalCluster`` (processes, one thread each) reads the dataset with
-  ``dask.dataframe.read_parquet`` and builds both pools with :func:`labelgate.distributed.ratings_by_pool_dask`;
+  ``dask.dataframe.read_parquet`` and builds both pools with :func:`labelgate.pipeline.dask_ratings.ratings_by_pool_dask`;
 * ``memory``: ``pandas.read_parquet`` + :func:`labelgate.ratings_by_pool` in one process;
 
 then the same metrics on both: point values of Krippendorff's alpha, Fleiss' kappa, Gwet's AC1, SPA, kappa_x and
@@ -129,14 +129,14 @@ def run_dask(data: Path, n_boot: int, workers: int) -> dict:
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
-    from labelgate.distributed import ratings_by_pool_dask
+    from labelgate.pipeline.dask_ratings import ratings_by_pool_dask
 
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            memory_limit=0)
     client = Client(cluster)
     try:
         # import the library on the workers first, so that the baseline includes it
-        client.run(lambda: __import__("labelgate.distributed"))
+        client.run(lambda: __import__("labelgate.pipeline.dask_ratings"))
         worker_base = client.run(peak_rss_mb)
         start = time.perf_counter()
         ddf = dd.read_parquet(str(data))

@@ -25,7 +25,7 @@ TARGET_SECONDS = 10.0
 
 def make_data(folder: Path, judgements: int, seed: int = 0) -> tuple[Path, Path, Path]:
     """Three questions in a `question` column; ~3 crowd ratings per item, trusted on half the items."""
-    from labelgate.synth import PoolSpec, Scenario, simulate
+    from labelgate.pipeline.synth import PoolSpec, Scenario, simulate
 
     per_question = judgements // 3
     n_items = max(100, int(per_question / (3 + 0.5 * 3)))  # crowd 2-4 (mean 3) + trusted 3 on half

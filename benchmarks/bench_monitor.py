@@ -30,7 +30,7 @@ from labelgate.monitor import windows as W  # noqa: N812
 from labelgate.monitor.config import ChangeDetector, Drift
 from labelgate.monitor.state import Meta
 from labelgate.monitor.streams import stream
-from labelgate.synth import distinct_draws
+from labelgate.pipeline.synth import distinct_draws
 
 LABELS = np.asarray(["neg", "neu", "pos"], dtype=object)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from labelgate.report import write_gate_report, write_monitor_report
+from labelgate.reporting.report import write_gate_report, write_monitor_report
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

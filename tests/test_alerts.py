@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from labelgate.alerts import build_message, deliver
-from labelgate.config import Alerts
-from labelgate.store import GateRecord, ResultsStore
+from labelgate.pipeline.alerts import build_message, deliver
+from labelgate.pipeline.config import Alerts
+from labelgate.pipeline.store import GateRecord, ResultsStore
 
 SUMMARY = {
     "batch_id": "batch-0007",
@@ -266,8 +266,8 @@ def test_blocks_built_from_a_url_need_no_prefect_api(receiver, tmp_path):
 
     code = (
         "import json, sys\n"
-        "from labelgate.alerts import deliver\n"
-        "from labelgate.config import Alerts\n"
+        "from labelgate.pipeline.alerts import deliver\n"
+        "from labelgate.pipeline.config import Alerts\n"
         "cfg = Alerts(channels=[{'type': 'webhook', 'url_env': 'LG_TEST_HOOK'}, "
         "{'type': 'slack', 'url_env': 'LG_TEST_SLACK'}])\n"
         "print(json.dumps(deliver('REJECT', {'batch_id': 'b9'}, cfg)))\n"
@@ -314,7 +314,7 @@ def test_saved_prefect_block_channel(prefect_api, receiver):
 
 def test_real_slack_url_is_accepted_and_gets_the_timeout():
     # no network: only the block set-up (apprise must recognise hooks.slack.com URLs; the timeout is applied)
-    from labelgate.alerts import _make_block
+    from labelgate.pipeline.alerts import _make_block
 
     class Channel:
         type = "slack"

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from labelgate.report import write_gate_report, write_monitor_report
+from labelgate.reporting.report import write_gate_report, write_monitor_report
 from test_report import HOSTILE_LABEL, HOSTILE_RATER, gate_summary, history, questions
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or (

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from labelgate.cli import app, write_synthetic
+from labelgate.cli.main import app, write_synthetic
 
 runner = CliRunner()
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import labelgate as lg
-from labelgate.config import ConfigError, GateConfig, config_from_dict, load_config
-from labelgate.gate import require_rows
-from labelgate.synth import PoolSpec, Scenario, scenario_named, simulate
+from labelgate.gate.steps import require_rows
+from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
+from labelgate.pipeline.synth import PoolSpec, Scenario, scenario_named, simulate
 
 
 @pytest.mark.parametrize(("data", "message"), [

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from labelgate.decision import Outcome, decide
+from labelgate.gate.decision import Outcome, decide
 
 
 def outcome(value=0.9, point=True, interval="pass", severity="blocking", gate="normalized_cross_kappa"):

@@ -17,7 +17,7 @@ from labelgate.metrics.diagnostics import (
     evaluate_pairs,
     rater_diagnostics,
 )
-from labelgate.synth import PoolSpec, Scenario, simulate
+from labelgate.pipeline.synth import PoolSpec, Scenario, simulate
 
 
 def random_pools(seed: int, level: str = "nominal", n_items: int = 60, q: int = 4) -> dict:

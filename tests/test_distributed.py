@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import labelgate as lg  # noqa: E402
-from labelgate.distributed import (  # noqa: E402
+from labelgate.metrics.registry import METRICS  # noqa: E402
+from labelgate.pipeline.dask_ratings import (  # noqa: E402
     DistributedError,
     PartitionedRatings,
     ratings_by_pool_dask,
     ratings_from_dask,
 )
-from labelgate.metrics.registry import METRICS  # noqa: E402
 
 # The LocalCluster's scheduler runs in this process and calls the `random` module from its event-loop thread
 # (worker selection, retry jitter); hypothesis notices the global random state moving while it draws. The
@@ -307,7 +307,7 @@ def test_questions_fan_out_on_dask_and_match_the_local_run(client, prefect_api, 
     from prefect_dask import DaskTaskRunner
 
     from labelgate.flows import gate as flow_module
-    from labelgate.synth import Scenario, simulate
+    from labelgate.pipeline.synth import Scenario, simulate
 
     # the module's LocalCluster stands for a cluster given by `dask.address`
     monkeypatch.setattr(flow_module, "dask_task_runner",

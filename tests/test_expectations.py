@@ -19,10 +19,10 @@ from great_expectations.compatibility.pydantic import ValidationError  # noqa: E
 from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
 
 import labelgate as lg  # noqa: E402
-import labelgate.expectations as lge  # noqa: E402
+import labelgate.gx as lge  # noqa: E402
 from labelgate.errors import ParameterError  # noqa: E402
-from labelgate.expectations import _metrics as lgm  # noqa: E402
-from labelgate.expectations._base import Check, judge  # noqa: E402
+from labelgate.gx import _metrics as lgm  # noqa: E402
+from labelgate.gx._base import Check, judge  # noqa: E402
 
 
 # ------------------------------------------------------------------ data
@@ -414,17 +414,17 @@ def test_every_labelgate_expectation_is_registered():
         "expect_cross_kappa_to_be_at_least", "expect_labeler_icc_below_item_icc", "expect_spa_to_be_between"}
 
 
-def test_importing_labelgate_registers_every_expectation():
-    # A fresh interpreter that only runs `import labelgate`.
-    code = ("import labelgate\n"
+def test_importing_labelgate_gx_registers_every_expectation():
+    # A fresh interpreter that only runs `import labelgate.gx`.
+    code = ("import labelgate.gx\n"
             "from great_expectations.expectations.registry import _registered_expectations as R\n"
-            "from labelgate.expectations.suites import LABELGATE_EXPECTATION_TYPES as T\n"
+            "from labelgate.gx.suites import LABELGATE_EXPECTATION_TYPES as T\n"
             "print(sorted(t for t in T if t not in R))\n")
-    probe = code.replace("from labelgate.expectations.suites import LABELGATE_EXPECTATION_TYPES as T",
+    probe = code.replace("from labelgate.gx.suites import LABELGATE_EXPECTATION_TYPES as T",
                          "T = " + repr(lge.LABELGATE_EXPECTATION_TYPES))
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "[]", f"`import labelgate` left these unregistered: {out.stdout.strip()}"
+    assert out.stdout.strip() == "[]", f"`import labelgate.gx` left these unregistered: {out.stdout.strip()}"
 
 
 def test_base_class_is_not_an_expectation_type():

@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
 
 import labelgate as lg  # noqa: E402
-import labelgate.expectations as lge  # noqa: E402
+import labelgate.gx as lge  # noqa: E402
 
 OPINION = ["Entirely factual", "Somewhat factual but also opinionated", "Expresses writer's opinion"]
 DEFAULTS = {"crowd_pool": "crowd_mturk", "trusted_pool": "expert_sg1", "duplicates": "first", "n_boot": 1000}

@@ -18,7 +18,7 @@ from great_expectations.data_context.types.base import ProgressBarsConfig  # noq
 from great_expectations.exceptions import InvalidExpectationConfigurationError  # noqa: E402
 from great_expectations.expectations import registry  # noqa: E402
 
-import labelgate.expectations as lge  # noqa: E402
+import labelgate.gx as lge  # noqa: E402
 
 SHIPPED = ("crowd_vs_trusted", "crowd_pool_health")
 

@@ -12,11 +12,11 @@ from typing import ClassVar
 import pandas as pd
 import pytest
 
-from labelgate import gate as gate_steps
 from labelgate.flows import gate as flow_module
 from labelgate.flows.gate import gate_flow
-from labelgate.store import ResultsStore
-from labelgate.synth import PoolSpec, Scenario, scenario_named, simulate
+from labelgate.gate import steps as gate_steps
+from labelgate.pipeline.store import ResultsStore
+from labelgate.pipeline.synth import PoolSpec, Scenario, scenario_named, simulate
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

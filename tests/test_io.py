@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labelgate.config import Columns, GateConfig, Source
 from labelgate.errors import InputError, Reason
-from labelgate.io import combined, content_hash, load_pools, load_table, question_frame
+from labelgate.pipeline.config import Columns, GateConfig, Source
+from labelgate.pipeline.sources import combined, content_hash, load_pools, load_table, question_frame
 
 HAS_PYARROW = importlib.util.find_spec("pyarrow") is not None
 COLS = Columns()

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import labelgate as lg
-from labelgate.config import ConfigError
+from labelgate.cli.monitor import register
 from labelgate.metrics.diagnostics import rater_diagnostics
 from labelgate.monitor import Monitor, history, load_monitor_config, monitor_config_from_dict
-from labelgate.monitor.cli import register
+from labelgate.pipeline.config import ConfigError
 
 IRR = {"krippendorff_alpha": lg.krippendorff_alpha, "fleiss_kappa": lg.fleiss_kappa, "gwet_ac": lg.gwet_ac}
 
@@ -162,7 +162,7 @@ def test_incremental_equals_batch_after_any_sequence_of_deliveries(
 
 
 def test_cumulative_intervals_are_close_to_the_core_bootstrap(tmp_path):
-    from labelgate.synth import Scenario, simulate
+    from labelgate.pipeline.synth import Scenario, simulate
 
     data = simulate(Scenario(n_items=1500), seed=4)
     cfg = monitor_config_from_dict(make_config(tmp_path))
@@ -256,7 +256,7 @@ def test_example_config_loads():
 
 
 def stamped(n_items: int, seed: int, start: str = "2026-01-05") -> pd.DataFrame:
-    from labelgate.synth import Scenario, simulate
+    from labelgate.pipeline.synth import Scenario, simulate
 
     data = simulate(
         Scenario(n_items=n_items, start=pd.Timestamp(start, tz="UTC").to_pydatetime(), duration_hours=12),

@@ -29,10 +29,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from labelgate import gate as gate_steps
 from labelgate.flows.gate import gate_backlog_flow, gate_flow, run_lock
-from labelgate.store import ResultsStore
-from labelgate.synth import scenario_named, simulate
+from labelgate.gate import steps as gate_steps
+from labelgate.pipeline.store import ResultsStore
+from labelgate.pipeline.synth import scenario_named, simulate
 
 PG_URL = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
 NO_PG = ("LABELGATE_TEST_POSTGRES_URL is not set: start a server with `eval \"$(scripts/services.sh postgres)\"` "

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
 from labelgate.monitor import Monitor, history, monitor_config_from_dict  # noqa: E402
-from labelgate.synth import scenario_named, simulate  # noqa: E402
+from labelgate.pipeline.synth import scenario_named, simulate  # noqa: E402
 
 
 @pytest.fixture(scope="module")

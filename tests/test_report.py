@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from labelgate import report
-from labelgate.report import (
+from labelgate.reporting import report
+from labelgate.reporting.report import (
     history_from_runs,
     render_gate_report,
     render_monitor_report,

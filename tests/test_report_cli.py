@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from labelgate import report_cli
-from labelgate.store import GateRecord, ResultsStore
+from labelgate.cli import report as report_cli
+from labelgate.pipeline.store import GateRecord, ResultsStore
 from test_report import HOSTILE_RATER, T0, gate_summary
 
 runner = CliRunner()
@@ -104,7 +104,7 @@ def test_monitor_history_is_used_when_the_monitor_provides_it(store_config: Path
                                              monitor=types.SimpleNamespace(name="m1"))
     view = report_cli.build_view(cfg_with_monitor, None)
     assert calls == [None] and view["windows"] == [window] and view["source"] == "the monitor 'm1'"
-    from labelgate.report import render_monitor_report
+    from labelgate.reporting.report import render_monitor_report
 
     page = render_monitor_report(view)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "1 flagged (low_agreement × 1)" in page

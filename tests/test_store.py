@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError
 
+from labelgate.core.estimate import Estimate
 from labelgate.errors import ParameterError
-from labelgate.estimate import Estimate
-from labelgate.store import SCHEMA_VERSION, GateRecord, ResultsStore, StoreError
+from labelgate.pipeline.store import SCHEMA_VERSION, GateRecord, ResultsStore, StoreError
 
 
 def _record(decision: str = "REJECT", batch_hash: str = "bh1", config_hash: str = "ch1", **kw) -> GateRecord:
@@ -235,7 +235,7 @@ def test_newer_schema_is_refused(db_url):
 
 
 def test_failed_migration_step_rolls_back_the_ddl(db_url, monkeypatch):
-    from labelgate import store as store_module
+    from labelgate.pipeline import store as store_module
 
     def crash_after_create(conn):
         store_module.runs_table.create(conn)
@@ -324,7 +324,7 @@ def test_record_validation():
 
 
 def test_from_config_reads_the_url_from_the_environment(tmp_path, monkeypatch):
-    from labelgate.config import Store
+    from labelgate.pipeline.config import Store
 
     url = f"sqlite:///{tmp_path / 'env.db'}"
     monkeypatch.setenv("LG_TEST_STORE_URL", url)

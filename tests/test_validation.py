@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import labelgate.synth as synth
-from labelgate.config import ConfigError, GateConfig
+import labelgate.pipeline.synth as synth
 from labelgate.errors import InputError, Reason
-from labelgate.io import question_frame
-from labelgate.validation import (
+from labelgate.pipeline.config import ConfigError, GateConfig
+from labelgate.pipeline.sources import question_frame
+from labelgate.pipeline.validation import (
     all_categories,
     build_schema,
     categories_for,

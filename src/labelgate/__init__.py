@@ -6,8 +6,10 @@
 0.667
 """
 
+from labelgate._version import __version__ as __version__
+from labelgate.core.estimate import Estimate
+from labelgate.core.ratings import Ratings, ratings_by_pool
 from labelgate.errors import DesignError, InputError, LabelGateError, ParameterError, Reason
-from labelgate.estimate import Estimate
 from labelgate.metrics import (
     METRICS,
     ItemPlan,
@@ -36,11 +38,6 @@ from labelgate.metrics import (
     specific_agreement,
     variance_components,
 )
-from labelgate.ratings import Ratings, ratings_by_pool
-
-__version__ = "0.1.0"
-
-from labelgate import expectations as expectations
 
 __all__ = [
     "METRICS",
@@ -59,7 +56,6 @@ __all__ = [
     "cross_correlation",
     "cross_kappa",
     "disattenuated_correlation",
-    "expectations",
     "fleiss_kappa",
     "gwet_ac",
     "icc",
@@ -79,3 +75,13 @@ __all__ = [
     "specific_agreement",
     "variance_components",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``lg.expectations`` stays available, but Great Expectations is imported only when it is asked for
+    # (``import labelgate.gx`` registers the expectations).
+    if name == "expectations":
+        import importlib
+
+        return importlib.import_module("labelgate.gx")
+    raise AttributeError(f"module 'labelgate' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """``python -m labelgate`` runs the command line."""
 
-from labelgate.cli import main
+from labelgate.cli.main import main
 
 main()

@@ -1,1 +1,1 @@
-"""Prefect flows: thin tasks over the pure steps of :mod:`labelgate.gate` (and, later, monitoring)."""
+"""Prefect flows: thin tasks over the pure steps of :mod:`labelgate.gate.steps` (and, later, monitoring)."""

@@ -1,6 +1,6 @@
 """The ``gate`` Prefect flow: load → validate → align → measure → decide → publish → persist → alert.
 
-The flow **fails closed**: the decision starts as ERROR and only :func:`labelgate.gate.decide_batch`
+The flow **fails closed**: the decision starts as ERROR and only :func:`labelgate.gate.steps.decide_batch`
 can change it; any exception in any step ends the run as ERROR with the step and the reason stored
 (when the store is reachable), reported and alerted. An alert delivery failure is recorded on the run
 and never changes the decision.
@@ -31,11 +31,13 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from labelgate import alerts, gate, io
-from labelgate.config import ConfigError, GateConfig, config_from_dict, load_config
 from labelgate.errors import Reason
-from labelgate.report import write_gate_report
-from labelgate.store import GateRecord, ResultsStore, to_jsonable
+from labelgate.gate import steps as gate
+from labelgate.pipeline import alerts
+from labelgate.pipeline import sources as io
+from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
+from labelgate.pipeline.store import GateRecord, ResultsStore, to_jsonable
+from labelgate.reporting.report import write_gate_report
 
 T = TypeVar("T")
 
@@ -63,7 +65,7 @@ _GX_LOCK = threading.Lock()
 
 
 def measure_serially(config: GateConfig, frame: Any, categories: dict[str, Any], out: Path) -> gate.Measured:
-    """:func:`labelgate.gate.measure` under this process's GX lock."""
+    """:func:`labelgate.gate.steps.measure` under this process's GX lock."""
     # A plain module function: task bodies that run on Dask workers are pickled by value, and must not
     # reference the lock itself.
     with _GX_LOCK:
@@ -100,7 +102,7 @@ def measure_questions_flow(config: GateConfig, frame: Any, categories: dict[str,
 
 
 def merge_measured(parts: Sequence[gate.Measured]) -> gate.Measured:
-    """One :class:`~labelgate.gate.Measured` from per-question ones (Data Docs: the first question's site)."""
+    """One :class:`~labelgate.gate.steps.Measured` from per-question ones (Data Docs: the first question's site)."""
     outcomes, metrics, skipped, docs = [], {}, [], None
     for part in parts:
         outcomes.extend(part.outcomes)

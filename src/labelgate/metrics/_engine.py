@@ -27,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from labelgate.core.estimate import Estimate
 from labelgate.errors import ParameterError, Reason
-from labelgate.estimate import Estimate
 
 Block: TypeAlias = np.ndarray | sp.spmatrix | sp.sparray
 Components = dict[str, np.ndarray]
@@ -247,3 +247,8 @@ def chance_corrected(p_o: np.ndarray, p_e: np.ndarray) -> np.ndarray:
 def one_minus_ratio(d_o: np.ndarray, d_e: np.ndarray) -> np.ndarray:
     """``1 - d_o / d_e``, NaN when ``d_e == 0``."""
     return 1.0 - safe_ratio(d_o, d_e)
+
+
+def level_of(ci: float | None, interval: Any) -> float | None:
+    """The Estimate's ``ci_level``: the level when an interval was computed."""
+    return float(ci) if interval and ci is not None else None

@@ -8,8 +8,8 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError
-from labelgate.ratings import FloatArray, IntArray, Ratings
 
 Weights = Literal["identity", "linear", "quadratic"]
 WEIGHTS: tuple[Weights, ...] = ("identity", "linear", "quadratic")

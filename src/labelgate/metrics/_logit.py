@@ -47,11 +47,10 @@ import scipy.sparse.linalg as spla
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from labelgate.core.estimate import Estimate
+from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason
-from labelgate.estimate import Estimate
-from labelgate.metrics._engine import percentile_interval
-from labelgate.metrics.variance import level_of
-from labelgate.ratings import FloatArray, IntArray, Ratings
+from labelgate.metrics._engine import level_of, percentile_interval
 
 LATENT_RESIDUAL = math.pi**2 / 3
 # Dense Schur complement up to this many effects on the smaller side.

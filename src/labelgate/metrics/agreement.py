@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import DesignError, Reason
-from labelgate.estimate import Estimate
 from labelgate.metrics._engine import (
     Components,
     ItemStatistic,
@@ -45,7 +46,6 @@ from labelgate.metrics._items import (
     view,
     weight_matrix,
 )
-from labelgate.ratings import FloatArray, IntArray, Ratings
 
 
 def _explain_chance(point: Components) -> tuple[Reason, str] | None:
@@ -167,7 +167,7 @@ def conger_chance(rater_counts: np.ndarray, w: FloatArray) -> tuple[np.ndarray, 
 
 # ---------------------------------------------------------------- public metrics
 def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | None = None,
-                      n_boot: int = 2000, seed: Any = None) -> Estimate:
+                      n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Percent agreement: mean over items of the (weighted) share of agreeing rater pairs.
 
     Parameters
@@ -207,7 +207,7 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
                     seed=seed)
 
 
-def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = 2000,
+def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
               seed: Any = None) -> Estimate:
     r"""Bennett, Alpert & Goldstein's S (Brennan–Prediger): chance = uniform over categories.
 
@@ -225,7 +225,7 @@ def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = N
     return evaluate("bennett_s", build_bennett_s(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def fleiss_kappa(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: Any = None) -> Estimate:
+def fleiss_kappa(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Fleiss' kappa (multi-rater Scott's pi) with pooled marginals.
 
     :math:`p_e = \sum_c \pi_c^2` with :math:`\pi_c = \sum_i n_{ic} / \sum_i n_i`
@@ -246,7 +246,7 @@ def fleiss_kappa(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, see
     return evaluate("fleiss_kappa", build_fleiss_kappa(r), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def scott_pi(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: Any = None) -> Estimate:
+def scott_pi(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     """Scott's pi; Fleiss' kappa is its multi-rater form and is computed identically.
 
     Examples
@@ -260,7 +260,7 @@ def scott_pi(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: A
     return evaluate("scott_pi", build_fleiss_kappa(r), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def gwet_ac(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = 2000,
+def gwet_ac(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
             seed: Any = None) -> Estimate:
     r"""Gwet's AC1 (identity weights) / AC2 (linear or quadratic weights).
 
@@ -278,7 +278,7 @@ def gwet_ac(r: Ratings, weights: Weights = "identity", *, ci: float | None = Non
     return evaluate("gwet_ac", build_gwet_ac(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def conger_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = 2000,
+def conger_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
                  seed: Any = None) -> Estimate:
     r"""Conger's kappa: multi-rater Cohen's kappa with rater-specific marginals.
 
@@ -299,7 +299,7 @@ def conger_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None 
     return evaluate("conger_kappa", build_conger_kappa(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = 2000,
+def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
                 seed: Any = None) -> Estimate:
     """Cohen's kappa (weighted with linear/quadratic weights) for exactly two raters.
 
@@ -328,7 +328,7 @@ def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None =
     return evaluate("cohen_kappa", stat, ci=ci, n_boot=n_boot, seed=seed)
 
 
-def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: Any = None,
+def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
                        ) -> dict[Any, Estimate]:
     r"""Category-specific agreement :math:`SA_k` for every category.
 

@@ -16,12 +16,12 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
-from labelgate.estimate import Estimate
 from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, one_minus_ratio
 from labelgate.metrics._items import ItemView, excluded_single, view
 from labelgate.metrics.agreement import build_conger_kappa
-from labelgate.ratings import FloatArray, IntArray, Ratings
 
 
 def _explain_distance(point: Components) -> tuple[Reason, str] | None:
@@ -118,7 +118,7 @@ def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray) ->
     return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e, "n_pairable": np.where(n > 0, n, 0.0)}
 
 
-def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: Any = None,
+def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
                        ) -> Estimate:
     r"""Krippendorff's alpha with the distance of ``r.level``; missing data allowed.
 
@@ -208,7 +208,7 @@ def _default_iota_distance(r: Ratings) -> IotaDistance:
 
 
 def janson_olsson_iota(r: Ratings, distance: IotaDistance | None = None, *, ci: float | None = None,
-                       n_boot: int = 2000, seed: Any = None) -> Estimate:
+                       n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Janson & Olsson's iota, :math:`\iota = 1 - d_o / d_e` (xRR paper eq. 1-5).
 
     :math:`d_o` is the mean over pairable items of the mean disagreement of the

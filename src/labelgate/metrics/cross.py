@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
 from labelgate.errors import DesignError, ParameterError, Reason, check_option
-from labelgate.estimate import Estimate
 from labelgate.metrics._engine import (
     Components,
     ItemStatistic,
@@ -37,7 +38,6 @@ from labelgate.metrics._engine import (
 )
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
-from labelgate.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
 
 DistanceName = Literal["nominal", "ordinal", "interval"]
 Distance = DistanceName | Callable[[Any, Any], float] | np.ndarray | None
@@ -197,7 +197,7 @@ def _with_level(r: Ratings, level: str) -> Ratings:
 
 
 def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float | None = None,
-                n_boot: int = 2000, seed: Any = None) -> Estimate:
+                n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Cross-replication kappa :math:`\kappa_x(X, Y)` with missing data (xRR paper eq. 9-11).
 
     Parameters
@@ -238,7 +238,7 @@ def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float 
 
 
 def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alpha", distance: Distance = None,
-                           *, ci: float | None = None, n_boot: int = 2000, seed: Any = None) -> Estimate:
+                           *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Normalized kappa_x: :math:`\kappa_x / \sqrt{IRR_X \cdot IRR_Y}` (xRR paper eq. 13).
 
     Both IRRs are computed on the items common to the two replications (each
@@ -294,7 +294,7 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
 
 
 def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_alpha", *,
-                   ci: float | None = None, n_boot: int = 2000, seed: Any = None) -> Estimate:
+                   ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""IRR of the crowd and of the trusted pool on their common items, with a joint item bootstrap.
 
     The value is :math:`IRR_{crowd}`; ``details`` carry :math:`IRR_{trusted}`,

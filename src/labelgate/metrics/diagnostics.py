@@ -47,10 +47,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from labelgate.core.ratings import FloatArray, IntArray, Ratings, common_categories
 from labelgate.errors import ParameterError, check_option
 from labelgate.metrics._engine import make_rng, one_minus_ratio
 from labelgate.metrics.alpha import ordinal_distance
-from labelgate.ratings import FloatArray, IntArray, Ratings, common_categories
 
 __all__ = [
     "PairTable",
@@ -434,7 +434,7 @@ def rater_sums(pool: Ratings, trusted: Ratings | None = None, *, center: float |
                ) -> tuple[RaterSums, dict[str, Any]]:
     """:class:`RaterSums` of every rater of ``pool`` and the per-judgement rows (for the bootstrap).
 
-    ``pool`` and ``trusted`` must share categories (see :func:`labelgate.ratings.common_categories`).
+    ``pool`` and ``trusted`` must share categories (see :func:`labelgate.core.ratings.common_categories`).
     """
     kind, q = distance_kind(pool.level), pool.n_categories
     center = _center(pool, center)

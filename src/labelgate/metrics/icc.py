@@ -32,11 +32,11 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import f as f_dist
 
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import Ratings
 from labelgate.errors import DesignError, Reason, check_option
-from labelgate.estimate import Estimate
 from labelgate.metrics._engine import check_bootstrap_args
 from labelgate.metrics.variance import level_of, numeric_values
-from labelgate.ratings import Ratings
 
 Form = Literal["1", "A1", "C1", "1k", "Ak", "Ck"]
 FORMS: tuple[Form, ...] = ("1", "A1", "C1", "1k", "Ak", "Ck")
@@ -126,7 +126,7 @@ def _interval(form: str, ms: dict[str, float], value: float, level: float) -> tu
     return low * k / (1 + low * (k - 1)), up * k / (1 + up * (k - 1))
 
 
-def icc(r: Ratings, form: Form = "A1", *, ci: float | None = None, n_boot: int = 2000, seed: Any = None,
+def icc(r: Ratings, form: Form = "A1", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
         ) -> Estimate:
     r"""Intraclass correlation of a complete items x raters design (McGraw & Wong 1996).
 

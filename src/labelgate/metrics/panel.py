@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from labelgate.estimate import Estimate
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import Ratings
 from labelgate.metrics.agreement import conger_kappa, fleiss_kappa, gwet_ac, percent_agreement
 from labelgate.metrics.alpha import krippendorff_alpha
 from labelgate.metrics.cross import cross_kappa, normalized_cross_kappa
 from labelgate.metrics.spa import spa
-from labelgate.ratings import Ratings
 
 Progress = Callable[[str], None]
 
@@ -24,7 +24,7 @@ SINGLE: dict[str, Callable[..., Estimate]] = {
 }
 
 
-def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_boot: int = 2000,
+def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_boot: int = DEFAULT_N_BOOT,
                   seed: int | None = 0, progress: Progress | None = None) -> dict[str, dict[str, Estimate]]:
     """Per-pool agreement metrics and, for exactly two pools, kappa_x and normalized kappa_x.
 

@@ -60,10 +60,10 @@ from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import betaln, digamma, expit, polygamma, roots_hermite
 from scipy.stats import chi2, norm
 
+from labelgate.core.estimate import Estimate
+from labelgate.core.ratings import FloatArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
-from labelgate.estimate import Estimate
 from labelgate.metrics.variance import level_of
-from labelgate.ratings import FloatArray, Ratings
 
 _LOG_P_BOUNDS = (math.log(1e-3), math.log(1e5))
 _LOG_HYPER_BOUNDS = (0.0, math.log(1e3))  # prior Beta(a0, b0) of the item means: 1 <= a0, b0 <= 1000

@@ -24,10 +24,10 @@ from typing import Any, overload
 
 import numpy as np
 
+from labelgate.core.estimate import Estimate
+from labelgate.core.ratings import Ratings
 from labelgate.errors import ParameterError, Reason
-from labelgate.estimate import Estimate
 from labelgate.metrics.cross import normalized_cross_kappa
-from labelgate.ratings import Ratings
 
 
 # ------------------------------------------------------------------------------ Spearman–Brown

@@ -25,11 +25,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import Reason, check_option
-from labelgate.estimate import Estimate
 from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, safe_ratio
 from labelgate.metrics._items import excluded_single, item_agreement, view
-from labelgate.ratings import FloatArray, IntArray, Ratings
 
 Weighting = Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"]
 WEIGHTINGS: tuple[Weighting, ...] = ("flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class")
@@ -135,7 +135,7 @@ def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = 
                          details={"weighting": weighting})
 
 
-def spa(r: Ratings, weighting: Weighting = "annotations_m1", *, ci: float | None = None, n_boot: int = 2000,
+def spa(r: Ratings, weighting: Weighting = "annotations_m1", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
         seed: Any = None) -> Estimate:
     """Sparse probability of agreement (SPA paper eq. 7) with a weighting from §5.
 

@@ -67,10 +67,10 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
-from labelgate.estimate import Estimate
-from labelgate.metrics._engine import check_bootstrap_args, percentile_interval, resample_counts
-from labelgate.ratings import FloatArray, IntArray, Ratings
+from labelgate.metrics._engine import check_bootstrap_args, level_of, percentile_interval, resample_counts
 
 Resample = Literal["items_and_raters", "items"]
 RESAMPLE: tuple[Resample, ...] = ("items_and_raters", "items")
@@ -308,11 +308,6 @@ def interval_of(replicates: np.ndarray, ci: float) -> tuple[tuple[float, float] 
     return percentile_interval(np.asarray(replicates, dtype=np.float64), float(ci))
 
 
-def level_of(ci: float | None, interval: Any) -> float | None:
-    """The Estimate's ``ci_level``: the level when an interval was computed."""
-    return float(ci) if interval and ci is not None else None
-
-
 # ------------------------------------------------------------------------ public result
 _COMPONENTS = ("item", "rater", "residual")
 
@@ -421,7 +416,7 @@ def _point(c: Crossed) -> tuple[Arrays, Arrays]:
     return sums, solve_components(sums)
 
 
-def variance_components(r: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: Any = None,
+def variance_components(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
                         resample: Resample = "items_and_raters") -> VarianceComponents:
     r"""Item, rater and residual variances of a crossed design by moments (Gao & Owen 2017).
 
@@ -528,7 +523,7 @@ def _check_scale(scale: str, function: str) -> None:
     check_option(scale, SCALES, "scale", function)
 
 
-def item_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = None, n_boot: int = 2000,
+def item_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
              seed: Any = None, resample: Resample = "items_and_raters") -> Estimate:
     r"""Item ICC: the share of the item ("true score") variance in the total.
 
@@ -580,7 +575,7 @@ def item_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = None, 
     return _share_estimate("item_icc", r, "item_share", ci, n_boot, seed, resample)
 
 
-def labeler_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = None, n_boot: int = 2000,
+def labeler_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
                 seed: Any = None, resample: Resample = "items_and_raters") -> Estimate:
     r"""Labeler ICC: the share of the rater (labeler bias) variance in the total.
 

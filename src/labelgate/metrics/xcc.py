@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason
-from labelgate.estimate import Estimate
 from labelgate.metrics._engine import check_bootstrap_args, resample_counts
 from labelgate.metrics.cross import prepare_pair
 from labelgate.metrics.variance import (
@@ -33,7 +34,6 @@ from labelgate.metrics.variance import (
     solve_components,
     weighted_item_moments,
 )
-from labelgate.ratings import FloatArray, IntArray, Ratings
 
 
 # ------------------------------------------------------------------ cross-replication xCC
@@ -86,7 +86,8 @@ def _cross_reason(point: Arrays) -> tuple[Reason, str]:
             "correlation of the item effects is undefined")
 
 
-def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot: int = 2000, seed: Any = None,
+def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
+                      seed: Any = None,
                       resample: Resample = "items_and_raters") -> Estimate:
     r"""Parametric normalized xCC: correlation :math:`\rho` of the item effects of two replications.
 
@@ -209,7 +210,7 @@ def _pair_columns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def disattenuated_correlation(x: Ratings, y: Ratings, *, n_splits: int = 20, ci: float | None = None,
-                              n_boot: int = 2000, seed: Any = None) -> Estimate:
+                              n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Spearman's correction for attenuation of the correlation between item means (xRR paper eq. 12).
 
     .. math::

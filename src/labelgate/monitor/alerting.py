@@ -4,7 +4,7 @@ Each transition has a dedupe key ``labelgate-monitor:<monitor>:<episode_id>:<ope
 deterministic, see :func:`labelgate.monitor.drift.episode_id`). Before sending, the outcomes recorded in
 ``labelgate_monitor_alerts`` are read: a channel that already received the transition is skipped, so a rerun
 of the monitor over the same windows (or a replay) sends nothing again, and a channel that failed is
-retried at the next pass. Delivery goes through :func:`labelgate.alerts.deliver` (retries, redaction of
+retried at the next pass. Delivery goes through :func:`labelgate.pipeline.alerts.deliver` (retries, redaction of
 URLs, ``Idempotency-Key`` header on webhooks) with the decision ``DRIFT_OPEN`` / ``DRIFT_CLOSED``; it
 happens after the pass's transaction commits, so an alert is only sent for a stored episode.
 """
@@ -17,16 +17,16 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, insert, select, update
 
-from labelgate import alerts
 from labelgate.monitor.config import MonitorConfig
 from labelgate.monitor.schema import alerts_table, episodes_table, write_transaction
+from labelgate.pipeline import alerts
 
 _log = logging.getLogger("labelgate.monitor")
 DECISIONS = {"open": "DRIFT_OPEN", "close": "DRIFT_CLOSED"}
 
 
 def channel_label(channel: Any) -> str:
-    """How :func:`labelgate.alerts.deliver` names a channel in its outcomes (never the URL)."""
+    """How :func:`labelgate.pipeline.alerts.deliver` names a channel in its outcomes (never the URL)."""
     kind = getattr(channel, "type", "?")
     target = getattr(channel, "block", None) if kind == "prefect_block" else getattr(channel, "url_env", None)
     return f"{kind}:{target}"
@@ -132,8 +132,8 @@ def _record(
 
 
 def message(config: MonitorConfig, episode: dict[str, Any], transition: str) -> dict[str, Any]:
-    """The alert summary for :func:`labelgate.alerts.deliver`: what changed, since when, worst raters."""
-    from labelgate.monitor.engine import utc
+    """The alert summary for :func:`labelgate.pipeline.alerts.deliver`: what changed, since when, worst raters."""
+    from labelgate.monitor.sources import utc
 
     question, metric = episode["question"], episode["metric"]
     details = episode.get("details") or {}

@@ -1,6 +1,6 @@
 """Monitor configuration: the gate configuration plus a ``monitor`` section (pydantic v2, strict).
 
-A monitor configuration is a gate configuration (:class:`labelgate.config.GateConfig`: columns, pools,
+A monitor configuration is a gate configuration (:class:`labelgate.pipeline.config.GateConfig`: columns, pools,
 questions, gates, interval, store, alerts) with one more key, ``monitor``, that says where new annotations
 arrive, how the windows are cut, which metrics are followed and how drift is detected. The gate thresholds
 (``gates``) are the trusted baseline the windows are judged against. See ``configs/monitor.example.yaml``.
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from labelgate.config import GateConfig, Question, config_from_dict, load_config
+from labelgate.pipeline.config import GateConfig, Question, config_from_dict, load_config
 
 MetricName = Literal["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
 WindowMetric = Literal["spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa"]

@@ -46,6 +46,7 @@ from labelgate.monitor.schema import (
     windows_table,
     write_transaction,
 )
+from labelgate.monitor.sources import utc
 from labelgate.monitor.state import (
     CROWD,
     PARTS,
@@ -63,17 +64,12 @@ from labelgate.monitor.state import (
     unpack_rater,
     update_parts,
 )
-from labelgate.store import ResultsStore
+from labelgate.pipeline.store import ResultsStore
 
 _log = logging.getLogger("labelgate.monitor")
 _CHUNK = 500  # ids per IN (...) query
 _WINDOW_BATCH = 50  # windows measured per range query
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-
-
-def utc(us: int | None) -> str | None:
-    """ISO 8601 (UTC) of microseconds since the epoch."""
-    return None if us is None else datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat()
 
 
 @dataclass

@@ -16,8 +16,9 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import or_, select
 
-from labelgate.monitor.engine import Monitor, utc
+from labelgate.monitor.engine import Monitor
 from labelgate.monitor.schema import episodes_table, raters_table, streams_table, windows_table
+from labelgate.monitor.sources import utc
 
 WINDOW_KEYS = (
     "question",

@@ -36,7 +36,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from labelgate.store import apply_migrations
+from labelgate.pipeline.store import apply_migrations
 
 MONITOR_SCHEMA_VERSION = 1
 _PG_LOCK = 0x4C474D4E  # "LGMN": serialises concurrent migrations / passes on PostgreSQL
@@ -278,7 +278,7 @@ def migrate(engine: Engine) -> int:
 
     Examples
     --------
-    >>> from labelgate.store import ResultsStore
+    >>> from labelgate.pipeline.store import ResultsStore
     >>> engine = ResultsStore("sqlite://").engine
     >>> migrate(engine), migrate(engine), monitor_schema_version(engine)
     (1, 1, 1)

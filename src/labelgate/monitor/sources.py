@@ -14,15 +14,16 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from labelgate import io
 from labelgate.errors import InputError, Reason
 from labelgate.monitor.config import MonitorConfig
+from labelgate.pipeline import sources as io
 
 _TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq", ".gz", ".bz2", ".zip", ".xz", ".zst")
 
@@ -38,7 +39,7 @@ class Delivery:
     frame : DataFrame or None
         The rows (None for a file skipped without reading).
     content_hash : str
-        :func:`labelgate.io.content_hash` of the rows.
+        :func:`labelgate.pipeline.sources.content_hash` of the rows.
     size, mtime_ns : int or None
         File size and modification time (files only).
     arrived_at : int
@@ -250,3 +251,8 @@ def parse_timestamps(values: pd.Series) -> pd.Series:
 
 def _iso(us: Any) -> str:
     return pd.Timestamp(int(us), unit="us", tz="UTC").isoformat()
+
+
+def utc(us: int | None) -> str | None:
+    """ISO 8601 (UTC) of microseconds since the epoch."""
+    return None if us is None else datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat()

@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from labelgate.core.ratings import Level, Ratings
 from labelgate.metrics._engine import ItemStatistic, safe_ratio
 from labelgate.metrics.cross import IRR_BUILDERS, build_cross_kappa
 from labelgate.metrics.diagnostics import Kind, block_width, delta_interval, distance_kind, rater_item_rows
 from labelgate.metrics.spa import Weighting, item_weights
-from labelgate.ratings import Level, Ratings
 
 CROWD, TRUSTED = 0, 1
 PARTS: tuple[str, ...] = ("spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa")

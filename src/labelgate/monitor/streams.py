@@ -1,4 +1,4 @@
-"""Synthetic annotation streams for the monitor's tests, benchmarks and demos (from :mod:`labelgate.synth`).
+"""Synthetic annotation streams for the monitor's tests, benchmarks and demos (from :mod:`labelgate.pipeline.synth`).
 
 A stream is a sequence of windows of ``window_hours``; window ``w`` holds ``items_per_window`` new items whose
 judgements (crowd and, on a share of them, trusted) all fall inside it, as when a labelling platform hands
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from labelgate.synth import PoolSpec, Scenario, simulate
+from labelgate.pipeline.synth import PoolSpec, Scenario, simulate
 
 
 def stream(

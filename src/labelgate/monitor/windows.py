@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import labelgate as lg
+from labelgate import metrics as lg
+from labelgate.core.estimate import Estimate
+from labelgate.core.ratings import Ratings
 from labelgate.errors import DesignError
-from labelgate.estimate import Estimate
 from labelgate.metrics.diagnostics import rater_diagnostics
 from labelgate.monitor.config import Window
 from labelgate.monitor.state import Meta
-from labelgate.ratings import Ratings
 
 US_PER_HOUR = 3_600_000_000
 WINDOW_METRICS = ("spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa")

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 from great_expectations.compatibility import pydantic
 
 from labelgate.errors import ParameterError
-from labelgate.expectations._base import (
+from labelgate.gx._base import (
     IRR_LABELS,
     Check,
     LabelGateExpectation,
@@ -52,7 +52,7 @@ class ExpectIrrAtOrAboveTrustedBaseline(LabelGateExpectation):
     max_excess : float >= 0 or suite parameter, optional
         Maximum :math:`IRR_{crowd} - IRR_{trusted}`.
     **common
-        See :class:`~labelgate.expectations.LabelGateExpectation`.
+        See :class:`~labelgate.gx.LabelGateExpectation`.
 
     Notes
     -----

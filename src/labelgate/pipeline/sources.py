@@ -8,7 +8,7 @@ Both are long tables (one row per judgement: item, rater, label(s), pool). They 
 * one source holding both pools in the pool column (passed as ``--batch`` only, or as both).
 
 Ids (item, rater, pool, question) are read as strings, so ``007`` stays ``"007"``; labels are left as
-read and coerced per question level by :mod:`labelgate.validation`. In CSV files only an empty cell is
+read and coerced per question level by :mod:`labelgate.pipeline.validation`. In CSV files only an empty cell is
 missing: ``NA``, ``null`` or ``None`` are kept as text, so a label is never turned into a missing value
 behind the user's back. SQL sources read the database URL from the environment variable named in
 ``url_env``; the URL is never logged or put in an error message.
@@ -30,7 +30,7 @@ import pandas as pd
 from labelgate.errors import InputError, Reason
 
 if TYPE_CHECKING:
-    from labelgate.config import Columns, GateConfig, Question, Source
+    from labelgate.pipeline.config import Columns, GateConfig, Question, Source
 
 #: Canonical column names of :func:`question_frame` (the defaults of ``lg.Ratings.from_long`` and
 #: ``lg.ratings_by_pool``).
@@ -47,14 +47,14 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
 
     Parameters
     ----------
-    source : labelgate.config.Source
+    source : labelgate.pipeline.config.Source
         Where the table comes from. ``format="auto"`` picks CSV or Parquet from the file extension
         (``.csv``, ``.tsv``, ``.txt``, optionally compressed ``.gz``/``.bz2``/``.zip``/``.xz``/``.zst``;
         ``.parquet``, ``.pq``). ``format="sql"`` runs ``source.query`` on the database whose SQLAlchemy
         URL is in the environment variable ``source.url_env``.
     path : str or Path, optional
         File to read; overrides ``source.path`` (the command line wins over the config).
-    columns : labelgate.config.Columns, optional
+    columns : labelgate.pipeline.config.Columns, optional
         Column names; the id columns (item, rater, pool, question) are then read as strings, missing
         ids stay missing (NaN). Default: no column is treated specially.
     role : str, default "input"
@@ -74,7 +74,7 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> from labelgate.config import Columns, Source
+    >>> from labelgate.pipeline.config import Columns, Source
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "batch.csv"
     >>> _ = p.write_text("item_id,rater_id,label\\n007,r1,NA\\n007,r2,pos\\n")
     >>> df = load_table(Source(), p, columns=Columns())
@@ -200,7 +200,7 @@ def load_pools(config: GateConfig, batch_path: str | Path | None = None,
 
     Parameters
     ----------
-    config : labelgate.config.GateConfig
+    config : labelgate.pipeline.config.GateConfig
         Sources (``batch``, ``trusted``), column names and pool values.
     batch_path, trusted_path : str or Path, optional
         Files given on the command line; they override the config's ``path``.
@@ -231,7 +231,7 @@ def load_pools(config: GateConfig, batch_path: str | Path | None = None,
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> from labelgate.config import GateConfig
+    >>> from labelgate.pipeline.config import GateConfig
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "both.csv"
     >>> _ = p.write_text("item_id,rater_id,label,pool\\n1,a,x,crowd\\n1,b,x,trusted\\n")
     >>> crowd, trusted = load_pools(GateConfig(), batch_path=p)
@@ -294,7 +294,7 @@ def combined(crowd_df: pd.DataFrame, trusted_df: pd.DataFrame, config: GateConfi
     Examples
     --------
     >>> import pandas as pd
-    >>> from labelgate.config import GateConfig
+    >>> from labelgate.pipeline.config import GateConfig
     >>> crowd = pd.DataFrame({"item_id": ["1"], "rater_id": ["a"], "label": ["x"]})
     >>> trusted = pd.DataFrame({"item_id": ["1"], "rater_id": ["b"], "label": ["x"]})
     >>> combined(crowd, trusted, GateConfig())["pool"].tolist()
@@ -379,7 +379,7 @@ def question_frame(df: pd.DataFrame, config: GateConfig, question: Question) -> 
     Examples
     --------
     >>> import pandas as pd
-    >>> from labelgate.config import GateConfig
+    >>> from labelgate.pipeline.config import GateConfig
     >>> cfg = GateConfig.model_validate({"columns": {"question": "q"},
     ...                                  "questions": [{"name": "score", "level": "interval"}]})
     >>> df = pd.DataFrame({"item_id": ["1", "1"], "rater_id": ["a", "a"], "label": ["4", "pos"],

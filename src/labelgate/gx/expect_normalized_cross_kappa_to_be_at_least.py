@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 
 from great_expectations.compatibility import pydantic
 
-from labelgate.expectations._base import IRR_LABELS, Check, LabelGateExpectation, Threshold, fmt_kw
+from labelgate.gx._base import IRR_LABELS, Check, LabelGateExpectation, Threshold, fmt_kw
 
 
 class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
@@ -29,7 +29,7 @@ class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
     irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
         IRR used in the normalisation, default Krippendorff's α.
     **common
-        See :class:`~labelgate.expectations.LabelGateExpectation`.
+        See :class:`~labelgate.gx.LabelGateExpectation`.
 
     Notes
     -----

@@ -15,12 +15,13 @@ from typing import Any
 
 import pandas as pd
 
-from labelgate import io, validation
-from labelgate.config import Gate, GateConfig, Question
-from labelgate.decision import GateDecision, Outcome, decide
 from labelgate.errors import InputError, Reason
-from labelgate.expectations import raised_exception
-from labelgate.store import GateRecord
+from labelgate.gate.decision import GateDecision, Outcome, decide
+from labelgate.gx import raised_exception
+from labelgate.pipeline import sources as io
+from labelgate.pipeline import validation
+from labelgate.pipeline.config import Gate, GateConfig, Question
+from labelgate.pipeline.store import GateRecord
 
 CANONICAL = {"item": "item_id", "rater": "rater_id", "label": "label", "pool": "pool", "question": "question"}
 _GATE_PARAMS = {
@@ -61,7 +62,7 @@ def run_directory(config: GateConfig, batch_id: str, batch_hash: str) -> Path:
 
 # ------------------------------------------------------------------------------------------ steps
 def load(config: GateConfig, batch: str | Path | None, trusted: str | Path | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Crowd (batch) and trusted tables (see :func:`labelgate.io.load_pools`)."""
+    """Crowd (batch) and trusted tables (see :func:`labelgate.pipeline.sources.load_pools`)."""
     return io.load_pools(config, batch, trusted)
 
 
@@ -128,7 +129,7 @@ def applicable_gates(config: GateConfig, question: Question, categories: Any) ->
 
 
 def suite_config(config: GateConfig, question: Question, gates: list[Gate], categories: Any) -> dict[str, Any]:
-    """The GX suite config of one question (input of ``labelgate.expectations.suite_from_config``)."""
+    """The GX suite config of one question (input of ``labelgate.gx.suite_from_config``)."""
     defaults = {
         "item_column": CANONICAL["item"], "rater_column": CANONICAL["rater"], "label_column": CANONICAL["label"],
         "pool_column": CANONICAL["pool"], "question_column": CANONICAL["question"], "question": question.name,
@@ -151,7 +152,7 @@ def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any],
     from great_expectations.checkpoint import UpdateDataDocsAction
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    from labelgate.expectations import suite_from_config, verify_checkpoint
+    from labelgate.gx import suite_from_config, verify_checkpoint
 
     context = gx.get_context(mode="file", project_root_dir=str(out_dir))
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -192,9 +193,9 @@ def diagnose(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any]
     Returns ``{"diagnostics": {question: {"raters": [...], "design": {...}}}, "metrics": {question:
     {"disattenuated_correlation": {value, ci_low, ci_high}}}}``.
     """
+    from labelgate.core.ratings import ratings_by_pool
     from labelgate.metrics.diagnostics import design_summary, rater_diagnostics
     from labelgate.metrics.xcc import disattenuated_correlation
-    from labelgate.ratings import ratings_by_pool
 
     out: dict[str, Any] = {"diagnostics": {}, "metrics": {}}
     n_boot = min(config.interval.n_boot, 500)

@@ -19,7 +19,7 @@ their metric, their threshold parameters and how the thresholds turn into
   ("— observed 0.86 (95% CI 0.81–0.90)").
 
 No statistics are computed here: values come from the metric providers
-(:mod:`labelgate.expectations._metrics`), which call the core.
+(:mod:`labelgate.gx._metrics`), which call the core.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from great_expectations.render import (
 from great_expectations.render.renderer.renderer import renderer
 from great_expectations.render.renderer_configuration import RendererConfiguration, RendererValueType
 
+from labelgate.core.estimate import DEFAULT_N_BOOT
 from labelgate.errors import ParameterError, check_option
 
 #: A threshold: a number, a GX suite parameter (``{"$PARAMETER": "min_kappa"}``) or None.
@@ -241,7 +242,7 @@ class LabelGateExpectation(BatchExpectation):
     duplicates: Literal["error", "first", "last"] = "error"
     ci: Optional[float] = pydantic.Field(0.95, description="Confidence level of the interval.")  # noqa: UP045
     use_ci_bound: bool = pydantic.Field(False, description="Judge on the conservative interval end.")
-    n_boot: int = pydantic.Field(2000, description="Bootstrap resamples.")
+    n_boot: int = pydantic.Field(DEFAULT_N_BOOT, description="Bootstrap resamples.")
     seed: Optional[int] = pydantic.Field(0, description="Bootstrap seed.")  # noqa: UP045
     row_condition: RowConditionType = None
     condition_parser: Union[ConditionParser, None] = None  # noqa: UP007
@@ -299,7 +300,7 @@ class LabelGateExpectation(BatchExpectation):
 
     @pydantic.validator("irr", check_fields=False)
     def _check_irr(cls, v: str) -> str:  # noqa: N805
-        from labelgate.expectations._metrics import IRR_METRICS
+        from labelgate.gx._metrics import IRR_METRICS
 
         check_option(v, IRR_METRICS, "irr", cls._type_name())
         return v

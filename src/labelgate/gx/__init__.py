@@ -1,7 +1,7 @@
 """Great Expectations expectations for agreement gates.
 
 Importing this package (``import labelgate`` does it) registers with GX the
-table metrics of :mod:`labelgate.expectations._metrics` and the expectations
+table metrics of :mod:`labelgate.gx._metrics` and the expectations
 
 ==========================================  ============================================
 GX type                                      success when
@@ -19,16 +19,16 @@ expectation instead of dropping it, as GX does) and build one from a config
 dict with :func:`suite_from_config`. See ``docs/expectations.md``.
 """
 
-from labelgate.expectations import _metrics as _metrics  # registers the metric providers
-from labelgate.expectations._base import Check, LabelGateExpectation, judge, raised_exception
-from labelgate.expectations.expect_cross_kappa_to_be_at_least import ExpectCrossKappaToBeAtLeast
-from labelgate.expectations.expect_irr_at_or_above_trusted_baseline import ExpectIrrAtOrAboveTrustedBaseline
-from labelgate.expectations.expect_labeler_icc_below_item_icc import ExpectLabelerIccBelowItemIcc
-from labelgate.expectations.expect_normalized_cross_kappa_to_be_at_least import (
+from labelgate.gx import _metrics as _metrics  # registers the metric providers
+from labelgate.gx._base import Check, LabelGateExpectation, judge, raised_exception
+from labelgate.gx.expect_cross_kappa_to_be_at_least import ExpectCrossKappaToBeAtLeast
+from labelgate.gx.expect_irr_at_or_above_trusted_baseline import ExpectIrrAtOrAboveTrustedBaseline
+from labelgate.gx.expect_labeler_icc_below_item_icc import ExpectLabelerIccBelowItemIcc
+from labelgate.gx.expect_normalized_cross_kappa_to_be_at_least import (
     ExpectNormalizedCrossKappaToBeAtLeast,
 )
-from labelgate.expectations.expect_spa_to_be_between import ExpectSpaToBeBetween
-from labelgate.expectations.suites import (
+from labelgate.gx.expect_spa_to_be_between import ExpectSpaToBeBetween
+from labelgate.gx.suites import (
     EXPECTATION_CLASSES,
     LABELGATE_EXPECTATION_TYPES,
     SuiteIntegrityError,

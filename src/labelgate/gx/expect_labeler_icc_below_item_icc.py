@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 from great_expectations.compatibility import pydantic
 
 from labelgate.errors import ParameterError
-from labelgate.expectations._base import (
+from labelgate.gx._base import (
     Check,
     LabelGateExpectation,
     Threshold,
@@ -46,7 +46,7 @@ class ExpectLabelerIccBelowItemIcc(LabelGateExpectation):
     margin : float >= 0 or suite parameter, default 0
         Required gap :math:`ICC_{item} - ICC_{labeler}`.
     **common
-        See :class:`~labelgate.expectations.LabelGateExpectation`. The trusted
+        See :class:`~labelgate.gx.LabelGateExpectation`. The trusted
         pool is not used (except for the coverage figure). With
         ``use_ci_bound`` the gap is judged on the lower end of its own
         interval: both ICCs come from the same bootstrap replicates (two-way

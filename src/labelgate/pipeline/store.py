@@ -96,7 +96,7 @@ class GateRecord:
     reports : dict
         ``name -> path or URL`` of the reports written for this run.
     alerts : list of dict
-        Alert delivery outcomes (see :func:`labelgate.alerts.deliver`); filled by
+        Alert delivery outcomes (see :func:`labelgate.pipeline.alerts.deliver`); filled by
         :meth:`ResultsStore.record_alerts` after delivery.
     run_id : str
         ``uuid4`` string, generated when omitted.
@@ -302,7 +302,7 @@ class ResultsStore:
 
     @classmethod
     def from_config(cls, store_config: Any, **kwargs: Any) -> ResultsStore:
-        """Build from a ``labelgate.config.Store``: the env var named by ``url_env`` wins over ``url``.
+        """Build from a ``labelgate.pipeline.config.Store``: the env var named by ``url_env`` wins over ``url``.
 
         Raises
         ------

@@ -35,14 +35,14 @@ from great_expectations.expectations.expectation_configuration import Expectatio
 from great_expectations.expectations.metadata_types import FailureSeverity
 from great_expectations.expectations.registry import _registered_expectations, _registered_metrics
 
-from labelgate.expectations._base import LabelGateExpectation
-from labelgate.expectations.expect_cross_kappa_to_be_at_least import ExpectCrossKappaToBeAtLeast
-from labelgate.expectations.expect_irr_at_or_above_trusted_baseline import ExpectIrrAtOrAboveTrustedBaseline
-from labelgate.expectations.expect_labeler_icc_below_item_icc import ExpectLabelerIccBelowItemIcc
-from labelgate.expectations.expect_normalized_cross_kappa_to_be_at_least import (
+from labelgate.gx._base import LabelGateExpectation
+from labelgate.gx.expect_cross_kappa_to_be_at_least import ExpectCrossKappaToBeAtLeast
+from labelgate.gx.expect_irr_at_or_above_trusted_baseline import ExpectIrrAtOrAboveTrustedBaseline
+from labelgate.gx.expect_labeler_icc_below_item_icc import ExpectLabelerIccBelowItemIcc
+from labelgate.gx.expect_normalized_cross_kappa_to_be_at_least import (
     ExpectNormalizedCrossKappaToBeAtLeast,
 )
-from labelgate.expectations.expect_spa_to_be_between import ExpectSpaToBeBetween
+from labelgate.gx.expect_spa_to_be_between import ExpectSpaToBeBetween
 
 #: Every LabelGate expectation class by its GX type.
 EXPECTATION_CLASSES: dict[str, type[LabelGateExpectation]] = {
@@ -86,7 +86,7 @@ def check_registered(types: Iterable[str] = LABELGATE_EXPECTATION_TYPES) -> None
 
     Examples
     --------
-    >>> from labelgate.expectations import check_registered
+    >>> from labelgate.gx import check_registered
     >>> check_registered()  # every LabelGate expectation is registered once the package is imported
     """
     missing = [t for t in types if t not in _registered_expectations]
@@ -142,7 +142,7 @@ def _build(suite_name: str, index: int, entry: Mapping[str, Any]) -> Any:
 
 
 def _manifest(types: Iterable[str]) -> dict[str, Any]:
-    from labelgate import __version__
+    from labelgate._version import __version__
 
     return {"expectation_types": list(types), "labelgate_version": __version__}
 
@@ -167,7 +167,7 @@ def suite_from_dict(data: Mapping[str, Any], name: str | None = None) -> gx.Expe
 
     Examples
     --------
-    >>> from labelgate.expectations import suite_from_dict
+    >>> from labelgate.gx import suite_from_dict
     >>> suite = suite_from_dict({"name": "s", "expectations": [
     ...     {"type": "expect_cross_kappa_to_be_at_least", "kwargs": {"min_value": 0.6}}]})
     >>> [e.expectation_type for e in suite.expectations], suite.meta["labelgate"]["expectation_types"]
@@ -245,7 +245,7 @@ def suite_from_config(config: Mapping[str, Any]) -> gx.ExpectationSuite:
 
     Examples
     --------
-    >>> from labelgate.expectations import suite_from_config
+    >>> from labelgate.gx import suite_from_config
     >>> suite = suite_from_config({"name": "gate", "defaults": {"crowd_pool": "mturk", "trusted_pool": "experts"},
     ...     "expectations": [{"type": "normalized_cross_kappa", "min_value": {"$PARAMETER": "min_nkx"}},
     ...                      {"type": "spa", "min_value": 0.6, "severity": "warning"}]})
@@ -341,7 +341,7 @@ def expectation_parameters(suite: gx.ExpectationSuite, **overrides: Any) -> dict
 
     Examples
     --------
-    >>> from labelgate.expectations import expectation_parameters, load_suite
+    >>> from labelgate.gx import expectation_parameters, load_suite
     >>> expectation_parameters(load_suite("crowd_vs_trusted"), min_cross_kappa=0.3)["min_cross_kappa"]
     0.3
     """

@@ -1,6 +1,6 @@
 """Self-contained HTML reports: the gate report of one run and the monitoring report over many runs.
 
-One file each, readable offline: inline CSS, inline SVG charts (:mod:`labelgate.plots`), no script, no
+One file each, readable offline: inline CSS, inline SVG charts (:mod:`labelgate.reporting.plots`), no script, no
 external resource. Everything is rendered from plain dicts, so a report can be rebuilt later from the stored
 ``result.json`` or from the results store:
 
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from labelgate import plots
-from labelgate.plots import IntervalRow, Point, Series, Span, TimePoint, escape, finite, fmt
+from labelgate.reporting import plots
+from labelgate.reporting.plots import IntervalRow, Point, Series, Span, TimePoint, escape, finite, fmt
 
 __all__ = ["history_from_runs", "render_gate_report", "render_monitor_report", "write_gate_report",
            "write_monitor_report"]

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from labelgate.core.estimate import DEFAULT_N_BOOT
 from labelgate.errors import LabelGateError, Reason
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
@@ -117,7 +118,7 @@ class Interval(_Strict):
     """Bootstrap settings shared by all expectations."""
 
     ci: float | None = Field(default=0.95, gt=0, lt=1)
-    n_boot: int = Field(default=2000, ge=2)
+    n_boot: int = Field(default=DEFAULT_N_BOOT, ge=2)
     seed: int | None = 0
     use_ci_bound: bool = True
 
@@ -241,7 +242,7 @@ class GateConfig(_Strict):
         gate to Dask or to another store does not recompute batches already decided. The version is in, so
         that an upgrade that changes a metric recomputes instead of returning a decision of the old code.
         """
-        from labelgate import __version__
+        from labelgate._version import __version__
 
         decisive = self.model_dump(mode="json", exclude=set(EXECUTION_KEYS))
         payload = json.dumps({"config": decisive, "labelgate": __version__}, sort_keys=True, default=str)

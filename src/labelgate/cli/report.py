@@ -2,7 +2,7 @@
 
 ``labelgate report --config gate.yaml [--since 7d] [--out report.html]`` reads the gate runs of the results
 store named by the configuration (and the monitor's windows and drift episodes when the monitor has run
-on that store), and writes :func:`labelgate.report.render_monitor_report` to one self-contained file.
+on that store), and writes :func:`labelgate.reporting.report.render_monitor_report` to one self-contained file.
 :func:`register` adds the command to the ``labelgate`` Typer app.
 """
 
@@ -58,7 +58,7 @@ def load_any_config(path: str | Path) -> Any:
     else a gate configuration."""
     import yaml
 
-    from labelgate.config import load_config
+    from labelgate.pipeline.config import load_config
 
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -79,8 +79,8 @@ def build_view(config: Any, since: datetime | None, limit: int = 1000) -> dict[s
 
     Without monitor data the windows are built from the gate runs (one window per run).
     """
-    from labelgate.report import history_from_runs
-    from labelgate.store import ResultsStore
+    from labelgate.pipeline.store import ResultsStore
+    from labelgate.reporting.report import history_from_runs
 
     store = ResultsStore.from_config(config.store)
     runs = [record.to_dict() for record in store.list_runs(limit)]
@@ -144,7 +144,7 @@ def report(
     limit: Annotated[int, typer.Option("--limit", min=1, help="Most recent gate runs to read.")] = 1000,
 ) -> None:
     """Write the monitoring report: gate runs, agreement over time per question, drift episodes."""
-    from labelgate.report import write_monitor_report
+    from labelgate.reporting.report import write_monitor_report
 
     try:
         start = parse_since(since)

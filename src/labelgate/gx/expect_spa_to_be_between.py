@@ -7,8 +7,8 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 from great_expectations.compatibility import pydantic
 
 from labelgate.errors import check_option
-from labelgate.expectations._base import Check, LabelGateExpectation, Threshold, fmt_kw
-from labelgate.expectations._metrics import WEIGHTINGS
+from labelgate.gx._base import Check, LabelGateExpectation, Threshold, fmt_kw
+from labelgate.gx._metrics import WEIGHTINGS
 
 
 class ExpectSpaToBeBetween(LabelGateExpectation):
@@ -31,7 +31,7 @@ class ExpectSpaToBeBetween(LabelGateExpectation):
     weighting : {"flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"}
         Item weights :math:`k_i`, default ``"annotations_m1"``.
     **common
-        See :class:`~labelgate.expectations.LabelGateExpectation`. With
+        See :class:`~labelgate.gx.LabelGateExpectation`. With
         ``use_ci_bound`` the interval must lie inside the range (its lower
         end is compared with ``min_value`` and its upper end with ``max_value``).
     """

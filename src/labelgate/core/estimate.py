@@ -8,6 +8,9 @@ from typing import Any
 
 from labelgate.errors import Reason
 
+#: Bootstrap resamples when none are asked for: the one default of every metric, the config and the expectations.
+DEFAULT_N_BOOT = 2000
+
 
 @dataclass(frozen=True)
 class Estimate:

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 
 from great_expectations.compatibility import pydantic
 
-from labelgate.expectations._base import Check, LabelGateExpectation, Threshold, fmt_kw
+from labelgate.gx._base import Check, LabelGateExpectation, Threshold, fmt_kw
 
 
 class ExpectCrossKappaToBeAtLeast(LabelGateExpectation):
@@ -27,7 +27,7 @@ class ExpectCrossKappaToBeAtLeast(LabelGateExpectation):
     min_value : float or suite parameter
         Threshold (required).
     **common
-        See :class:`~labelgate.expectations.LabelGateExpectation`.
+        See :class:`~labelgate.gx.LabelGateExpectation`.
 
     Notes
     -----

@@ -53,8 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from labelgate.errors import InputError, LabelGateError, ParameterError, Reason, check_option
-from labelgate.ratings import (
+from labelgate.core.ratings import (
     LEVELS,
     MAX_COUNT_CELLS,
     DuplicatePolicy,
@@ -66,6 +65,7 @@ from labelgate.ratings import (
     _python_scalar,
     _resolve_categories,
 )
+from labelgate.errors import InputError, LabelGateError, ParameterError, Reason, check_option
 
 __all__ = ["DistributedError", "PartitionedRatings", "ratings_by_pool_dask", "ratings_from_dask"]
 

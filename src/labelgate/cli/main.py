@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 if TYPE_CHECKING:
-    from labelgate.ratings import Level
+    from labelgate.core.ratings import Level
 
 # Prefect reads these when it is imported: keep a CLI run quiet and tolerant of slow machines.
 # One BLAS thread: the core's matrix products are thin (items x categories), where OpenBLAS threads
@@ -149,10 +149,10 @@ def metrics(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The core metrics panel for one file (one or two pools)."""
-    import labelgate as lg
-    from labelgate.config import Columns, Source
-    from labelgate.io import load_table
+    from labelgate.core.ratings import Ratings, ratings_by_pool
     from labelgate.metrics.panel import metrics_panel
+    from labelgate.pipeline.config import Columns, Source
+    from labelgate.pipeline.sources import load_table
 
     try:
         with _status("Computing agreement metrics", not as_json) as progress:
@@ -162,9 +162,9 @@ def metrics(
             progress("building Ratings")
             scale = cast("Level", level)  # validated by the core, which names the parameter
             if pool in table.columns and table[pool].nunique() >= 2:
-                pools = lg.ratings_by_pool(table, pool=pool, item=item, rater=rater, value=label, level=scale)
+                pools = ratings_by_pool(table, pool=pool, item=item, rater=rater, value=label, level=scale)
             else:
-                pools = {"all": lg.Ratings.from_long(table, item=item, rater=rater, value=label, level=scale)}
+                pools = {"all": Ratings.from_long(table, item=item, rater=rater, value=label, level=scale)}
             panel = metrics_panel(pools, ci=ci or None, n_boot=n_boot, seed=seed, progress=progress)
     except Exception as exc:
         raise _fail(exc, "check the file path, the column names (--item/--rater/--label/--pool) and --level") \
@@ -200,7 +200,7 @@ def synth(
 
 def write_synthetic(out: Path, scenario: str, n_items: int, seed: int) -> dict[str, Path]:
     """Simulate a scenario and write the batch, trusted and combined files."""
-    from labelgate.synth import scenario_named, simulate
+    from labelgate.pipeline.synth import scenario_named, simulate
 
     data = simulate(scenario_named(scenario, n_items), seed=seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -263,8 +263,8 @@ def demo(
 
 def _register_plugins() -> None:
     """Commands that live next to their feature (reports, monitoring)."""
-    from labelgate.monitor.cli import register as register_monitor
-    from labelgate.report_cli import register as register_report
+    from labelgate.cli.monitor import register as register_monitor
+    from labelgate.cli.report import register as register_report
 
     register_monitor(app)
     register_report(app)

@@ -34,9 +34,9 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
-from labelgate.config import ConfigError, GateConfig, Question
 from labelgate.errors import InputError, Reason
-from labelgate.io import _as_str, question_value
+from labelgate.pipeline.config import ConfigError, GateConfig, Question
+from labelgate.pipeline.sources import _as_str, question_value
 
 NUMERIC_LEVELS = ("interval", "ratio")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -103,8 +103,8 @@ def categories_for(config: GateConfig, question: Question,
 
     Parameters
     ----------
-    config : labelgate.config.GateConfig
-    question : labelgate.config.Question
+    config : labelgate.pipeline.config.GateConfig
+    question : labelgate.pipeline.config.Question
     trusted_df : DataFrame
         The trusted replication (as loaded).
 
@@ -128,7 +128,7 @@ def categories_for(config: GateConfig, question: Question,
     Examples
     --------
     >>> import pandas as pd
-    >>> from labelgate.config import GateConfig
+    >>> from labelgate.pipeline.config import GateConfig
     >>> cfg = GateConfig.model_validate({"questions": [{"name": "grade", "level": "ordinal"}]})
     >>> trusted = pd.DataFrame({"label": ["10", "2", "1", "2", None]})
     >>> categories_for(cfg, cfg.questions[0], trusted)
@@ -236,9 +236,9 @@ def build_schema(config: GateConfig, question: Question, categories: Sequence[An
 
     Parameters
     ----------
-    config : labelgate.config.GateConfig
+    config : labelgate.pipeline.config.GateConfig
         Column names, pool values.
-    question : labelgate.config.Question
+    question : labelgate.pipeline.config.Question
         Level and label column.
     categories : sequence or None
         Allowed labels (see :func:`categories_for`); None: no membership check.
@@ -257,7 +257,7 @@ def build_schema(config: GateConfig, question: Question, categories: Sequence[An
     Examples
     --------
     >>> import pandas as pd
-    >>> from labelgate.config import GateConfig
+    >>> from labelgate.pipeline.config import GateConfig
     >>> cfg = GateConfig()
     >>> schema = build_schema(cfg, cfg.questions[0], ["neg", "pos"], pool="crowd")
     >>> sorted(schema.columns), schema.unique
@@ -322,8 +322,8 @@ def validate(df: pd.DataFrame, config: GateConfig,
     Parameters
     ----------
     df : DataFrame
-        The table (crowd or trusted), as loaded by :func:`labelgate.io.load_pools`.
-    config : labelgate.config.GateConfig
+        The table (crowd or trusted), as loaded by :func:`labelgate.pipeline.sources.load_pools`.
+    config : labelgate.pipeline.config.GateConfig
         Columns, questions, pools and the ``validation`` policy.
     categories_by_question : mapping of question name to categories, optional
         From :func:`all_categories` (computed on the *trusted* table, and used for both tables). A missing
@@ -352,14 +352,14 @@ def validate(df: pd.DataFrame, config: GateConfig,
 
     Layouts. Without ``columns.question``, each question reads its own label column (one row per item and
     rater); with several questions a missing label only means the question was not answered (not an
-    error; :func:`labelgate.io.question_frame` leaves it out), but with one question it is an error. With
+    error; :func:`labelgate.pipeline.sources.question_frame` leaves it out), but with one question it is an error. With
     ``columns.question``, each row belongs to the question named in that column, its label must be
     present, and rows of questions not in the config are checked for ids only and kept in ``valid``.
 
     Examples
     --------
     >>> import pandas as pd
-    >>> from labelgate.config import GateConfig
+    >>> from labelgate.pipeline.config import GateConfig
     >>> cfg = GateConfig()
     >>> df = pd.DataFrame({"item_id": ["1", "1", "2", None], "rater_id": ["a", "b", "a", "b"],
     ...                    "label": ["pos", "spam", "neg", "pos"], "pool": "crowd"})
@@ -617,7 +617,7 @@ def write_quarantine(result: ValidationResult, directory: str | Path, stem: str)
     Examples
     --------
     >>> import pandas as pd, tempfile
-    >>> from labelgate.config import GateConfig
+    >>> from labelgate.pipeline.config import GateConfig
     >>> df = pd.DataFrame({"item_id": ["1", "1"], "rater_id": ["a", "a"], "label": ["x", "y"],
     ...                    "pool": "crowd"})
     >>> res = validate(df, GateConfig(), {"label": ("x", "y")}, pool="crowd")

@@ -21,11 +21,11 @@ from great_expectations.execution_engine import PandasExecutionEngine
 from great_expectations.expectations.metrics.metric_provider import metric_value
 from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
 
+from labelgate.core.estimate import Estimate
+from labelgate.core.ratings import Ratings, ratings_by_pool
 from labelgate.errors import ParameterError, Reason
-from labelgate.estimate import Estimate
 from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
 from labelgate.metrics.spa import WEIGHTINGS, spa
-from labelgate.ratings import Ratings, ratings_by_pool
 
 #: Parameters every LabelGate metric reads (the expectation's success keys include them).
 COMMON_VALUE_KEYS: tuple[str, ...] = (

@@ -3,7 +3,7 @@
 :func:`deliver` sends one message per configured channel when the decision is in ``alerts.notify_on``, with
 ``raise_on_failure`` and retries, and returns one outcome dict per channel. It never raises and never logs a
 URL (webhook URLs are secrets): a failed delivery is an outcome with ``ok=False`` that the gate records on the
-run (:meth:`labelgate.store.ResultsStore.record_alerts`); it never changes the decision.
+run (:meth:`labelgate.pipeline.store.ResultsStore.record_alerts`); it never changes the decision.
 
 Blocks built from a URL (``webhook`` / ``slack`` channels) need no Prefect API and no flow: ``notify`` is a
 plain HTTP call (verified with Prefect 3.8.8, ephemeral server disabled). Only ``prefect_block`` channels,
@@ -29,7 +29,7 @@ from typing import Any
 
 __all__ = ["build_message", "deliver"]
 
-_log = logging.getLogger("labelgate.alerts")
+_log = logging.getLogger("labelgate.pipeline.alerts")
 _URL_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 _RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _MAX_REASONS = 10
@@ -112,7 +112,7 @@ def deliver(decision: str, summary: Mapping[str, Any], alerts_config: Any, *, de
         The gate decision; nothing is sent unless it is in ``alerts_config.notify_on``.
     summary : mapping
         Run summary (see :func:`build_message`).
-    alerts_config : labelgate.config.Alerts
+    alerts_config : labelgate.pipeline.config.Alerts
         ``channels`` (``webhook`` / ``slack`` with ``url_env``, or ``prefect_block`` with ``block``),
         ``notify_on``, ``retries`` (extra attempts after the first), ``timeout_seconds`` (per attempt).
     dedupe_key : str, optional
@@ -140,7 +140,7 @@ def deliver(decision: str, summary: Mapping[str, Any], alerts_config: Any, *, de
 
     Examples
     --------
-    >>> from labelgate.config import Alerts
+    >>> from labelgate.pipeline.config import Alerts
     >>> deliver("ACCEPT", {"batch_id": "b1"}, Alerts())    # ACCEPT is not in notify_on by default
     []
     >>> import os; _ = os.environ.pop("LG_DOCTEST_HOOK", None)

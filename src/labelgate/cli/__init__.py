@@ -1,0 +1,1 @@
+"""The ``labelgate`` command line."""

@@ -1,0 +1,1 @@
+"""What the gate and the monitor share: config models, sources, validation, the results store, alerts."""

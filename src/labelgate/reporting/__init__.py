@@ -1,0 +1,1 @@
+"""HTML reports of gate runs and of monitoring history."""
