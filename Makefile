@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[dev,postgres,dask]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev,postgres,dask,report]"
 	$(PY) -m pip install -q --no-deps "irrCAC==0.4.4"
 	touch $(STAMP)
 

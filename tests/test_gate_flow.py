@@ -14,6 +14,8 @@ import pytest
 
 from labelgate.flows import gate as flow_module
 from labelgate.flows.gate import gate_flow
+from labelgate.gate import diagnose as diagnose_step
+from labelgate.gate import measure as measure_step
 from labelgate.gate import steps as gate_steps
 from labelgate.pipeline.store import ResultsStore
 from labelgate.pipeline.synth import PoolSpec, Scenario, scenario_named, simulate
@@ -122,7 +124,7 @@ def test_error_on_a_malformed_config(tmp_path, data):
 
 
 STEPS = {"load": (gate_steps, "load"), "validate": (gate_steps, "prepare"), "align": (gate_steps, "coverage"),
-         "measure": (gate_steps, "measure"), "diagnose": (gate_steps, "diagnose"),
+         "measure": (measure_step, "measure"), "diagnose": (diagnose_step, "diagnose"),
          "decide": (gate_steps, "decide_batch"),
          "publish": (flow_module, "write_gate_report"), "persist": (ResultsStore, "save")}
 

@@ -30,7 +30,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from labelgate.flows.gate import gate_backlog_flow, gate_flow, run_lock
-from labelgate.gate import steps as gate_steps
+from labelgate.gate import measure as measure_step
 from labelgate.pipeline.store import ResultsStore
 from labelgate.pipeline.synth import scenario_named, simulate
 
@@ -245,13 +245,13 @@ def test_ten_concurrent_gate_runs_on_postgres(pg_store_url, batches, tmp_path, m
     monkeypatch.setenv("LG_TEST_PG_STORE", pg_store_url)
     config = write_config(tmp_path)
     measured = []
-    measure = gate_steps.measure
+    measure = measure_step.measure
 
     def counting_measure(*args, **kwargs):
         measured.append(args[0])
         return measure(*args, **kwargs)
 
-    monkeypatch.setattr(gate_steps, "measure", counting_measure)
+    monkeypatch.setattr(measure_step, "measure", counting_measure)
     # six batches, four of them gated twice at once: ten runs start together on a database without tables
     jobs = ["b0", "b1", "b2", "b3", "b4", "b5", "b0", "b2", "b3", "b5"]
 

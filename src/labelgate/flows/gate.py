@@ -32,6 +32,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from labelgate.errors import Reason
+from labelgate.gate import diagnose as diagnose_step
+from labelgate.gate import measure as measure_step
 from labelgate.gate import steps as gate
 from labelgate.pipeline import alerts
 from labelgate.pipeline import sources as io
@@ -65,11 +67,11 @@ _GX_LOCK = threading.Lock()
 
 
 def measure_serially(config: GateConfig, frame: Any, categories: dict[str, Any], out: Path) -> gate.Measured:
-    """:func:`labelgate.gate.steps.measure` under this process's GX lock."""
+    """:func:`labelgate.gate.measure.measure` under this process's GX lock."""
     # A plain module function: task bodies that run on Dask workers are pickled by value, and must not
     # reference the lock itself.
     with _GX_LOCK:
-        return gate.measure(config, frame, categories, out)
+        return measure_step.measure(config, frame, categories, out)
 
 
 @task(name="measure", cache_policy=NO_CACHE)
@@ -79,7 +81,7 @@ def measure_task(config: GateConfig, frame: Any, categories: dict[str, Any], out
 
 @task(name="diagnose", cache_policy=NO_CACHE)
 def diagnose_task(config: GateConfig, frame: Any, categories: dict[str, Any]) -> dict[str, Any]:
-    return gate.diagnose(config, frame, categories)
+    return diagnose_step.diagnose(config, frame, categories)
 
 
 @task(name="measure-question", cache_policy=NO_CACHE)

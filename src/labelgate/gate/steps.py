@@ -6,7 +6,6 @@ both pools) → decide → record. Nothing here computes a statistic: the GX exp
 
 from __future__ import annotations
 
-import math
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -17,20 +16,12 @@ import pandas as pd
 
 from labelgate.errors import InputError, Reason
 from labelgate.gate.decision import GateDecision, Outcome, decide
-from labelgate.gx import raised_exception
 from labelgate.pipeline import sources as io
 from labelgate.pipeline import validation
-from labelgate.pipeline.config import Gate, GateConfig, Question
+from labelgate.pipeline.config import GateConfig, Question
 from labelgate.pipeline.store import GateRecord
 
 CANONICAL = {"item": "item_id", "rater": "rater_id", "label": "label", "pool": "pool", "question": "question"}
-_GATE_PARAMS = {
-    "normalized_cross_kappa": ("min_value", "irr"),
-    "cross_kappa": ("min_value",),
-    "irr_baseline": ("tolerance", "min_ratio", "max_excess", "irr"),
-    "labeler_icc": ("margin",),
-    "spa": ("min_value", "max_value", "weighting"),
-}
 @dataclass
 class Prepared:
     """Validated tables and what validation found."""
@@ -114,151 +105,6 @@ def canonical_frame(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFra
         frame["question"] = question.name
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
-
-
-def applicable_gates(config: GateConfig, question: Question, categories: Any) -> tuple[list[Gate], list[str]]:
-    """The question's gates; labeler ICC only where labels are numbers (interval/ratio or binary)."""
-    gates, skipped = [], []
-    for gate in config.gates_for(question):
-        if gate.type == "labeler_icc" and not _numeric(question, categories):
-            skipped.append(f"[{question.name}] labeler_icc skipped: it needs numeric labels (interval/ratio or "
-                           f"binary), and this question is {question.level} with more than two categories")
-            continue
-        gates.append(gate)
-    return gates, skipped
-
-
-def suite_config(config: GateConfig, question: Question, gates: list[Gate], categories: Any) -> dict[str, Any]:
-    """The GX suite config of one question (input of ``labelgate.gx.suite_from_config``)."""
-    defaults = {
-        "item_column": CANONICAL["item"], "rater_column": CANONICAL["rater"], "label_column": CANONICAL["label"],
-        "pool_column": CANONICAL["pool"], "question_column": CANONICAL["question"], "question": question.name,
-        "crowd_pool": config.pools.crowd, "trusted_pool": config.pools.trusted, "level": question.level,
-        "categories": list(categories) if categories is not None else None,
-        "ci": config.interval.ci, "n_boot": config.interval.n_boot, "seed": config.interval.seed,
-        "use_ci_bound": config.interval.use_ci_bound and config.interval.ci is not None,
-    }
-    entries = []
-    for gate in gates:
-        params = {k: getattr(gate, k) for k in _GATE_PARAMS[gate.type] if getattr(gate, k) is not None}
-        entries.append({"type": gate.type, "severity": "warning" if gate.severity == "warning" else "critical",
-                        "meta": {"labelgate_gate": gate.type, "labelgate_severity": gate.severity}, **params})
-    return {"name": f"labelgate-{_slug(question.name)}", "defaults": defaults, "expectations": entries}
-
-
-def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any], out_dir: Path) -> Measured:
-    """Run one GX suite per question in a file context under ``out_dir`` and build Data Docs."""
-    import great_expectations as gx
-    from great_expectations.checkpoint import UpdateDataDocsAction
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    from labelgate.gx import suite_from_config, verify_checkpoint
-
-    context = gx.get_context(mode="file", project_root_dir=str(out_dir))
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    asset = context.data_sources.add_or_update_pandas("labelgate").add_dataframe_asset("judgements")
-    batch = asset.add_batch_definition_whole_dataframe("whole")
-    definitions, skipped = [], []
-    for question in config.questions:
-        gates, not_applicable = applicable_gates(config, question, categories.get(question.name))
-        skipped.extend(not_applicable)
-        if not gates:
-            continue
-        suite = suite_from_config(suite_config(config, question, gates, categories.get(question.name)))
-        suite = context.suites.add_or_update(suite)
-        definitions.append(context.validation_definitions.add_or_update(
-            gx.ValidationDefinition(name=f"vd-{suite.name}", data=batch, suite=suite)))
-    if not definitions:
-        return Measured([], {}, None, skipped)
-    checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
-        name="labelgate-gate", validation_definitions=definitions, result_format={"result_format": "COMPLETE"},
-        actions=[UpdateDataDocsAction(name="data_docs")]))
-    verify_checkpoint(checkpoint)
-    result = checkpoint.run(batch_parameters={"dataframe": frame})
-    outcomes: list[Outcome] = []
-    metrics: dict[str, dict[str, dict[str, Any]]] = {}
-    for run in result.run_results.values():
-        for evr in run.results:
-            outcome = outcome_from_result(evr)
-            outcomes.append(outcome)
-            metrics.setdefault(outcome.question, {}).update(_metric_rows(outcome))
-    docs = context.get_docs_sites_urls()
-    return Measured(outcomes, metrics, docs[0]["site_url"] if docs else None, skipped)
-
-
-def diagnose(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any]) -> dict[str, Any]:
-    """Per question: per-rater diagnostics, the ratings-per-item design and, for numeric or binary labels,
-    the disattenuated correlation of item means (xRR paper eq. 12) — for the report, not the decision.
-
-    Returns ``{"diagnostics": {question: {"raters": [...], "design": {...}}}, "metrics": {question:
-    {"disattenuated_correlation": {value, ci_low, ci_high}}}}``.
-    """
-    from labelgate.core.ratings import ratings_by_pool
-    from labelgate.metrics.diagnostics import design_summary, rater_diagnostics
-    from labelgate.metrics.xcc import disattenuated_correlation
-
-    out: dict[str, Any] = {"diagnostics": {}, "metrics": {}}
-    n_boot = min(config.interval.n_boot, 500)
-    for question in config.questions:
-        rows = frame[frame["question"] == question.name]
-        cats = categories.get(question.name)
-        pools = ratings_by_pool(rows, level=question.level, categories=list(cats) if cats is not None else None)
-        crowd, trusted = pools.get(config.pools.crowd), pools.get(config.pools.trusted)
-        if crowd is None:
-            continue
-        design = design_summary(crowd, config.pools.crowd)
-        if trusted is not None:
-            design.update(design_summary(trusted, config.pools.trusted))
-        raters = rater_diagnostics(crowd, trusted, pool_name=config.pools.crowd, ci=config.interval.ci,
-                                   n_boot=n_boot, seed=config.interval.seed)
-        out["diagnostics"][question.name] = {"raters": raters, "design": design}
-        if trusted is not None and _numeric(question, cats):
-            est = disattenuated_correlation(crowd, trusted, ci=config.interval.ci, n_boot=n_boot,
-                                            seed=config.interval.seed)
-            out["metrics"][question.name] = {"disattenuated_correlation": {
-                "value": est.value, "ci_low": est.ci[0] if est.ci else None,
-                "ci_high": est.ci[1] if est.ci else None, "reason": est.reason}}
-    return out
-
-
-def outcome_from_result(evr: Any) -> Outcome:
-    """An :class:`Outcome` from a GX ExpectationValidationResult of a LabelGate expectation."""
-    cfg = evr.expectation_config
-    meta = cfg.meta or {}
-    details = dict((evr.result or {}).get("details") or {})
-    value = details.get("value")
-    value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-    gate = meta.get("labelgate_gate", cfg.type)
-    message = raised_exception(evr)
-    if message is not None:
-        details["reason"] = f"the expectation failed to run: {message}"
-        value = math.nan
-    thresholds = details.get("thresholds") or {}
-    described = ", ".join(f"{k} {v}" for k, v in thresholds.items())
-    return Outcome(
-        question=str(cfg.kwargs.get("question")), gate=gate, severity=meta.get("labelgate_severity", "blocking"),
-        value=value, passes_on_point=bool(details.get("passes_on_point")),
-        interval_verdict=details.get("interval_verdict") if details.get("judged_on") == "ci_bound" else None,
-        reason=details.get("reason"), description=f"{gate} ({described})" if described else gate,
-        details=details)
-
-
-def _metric_rows(outcome: Outcome) -> dict[str, dict[str, Any]]:
-    d = outcome.details
-    rows = {outcome.gate: {
-        "value": d.get("value"), "ci_low": d.get("ci_low"), "ci_high": d.get("ci_high"),
-        "ci_level": d.get("ci_level"), "gate": outcome.gate, "severity": outcome.severity,
-        "verdict": outcome.verdict, "thresholds": d.get("thresholds"), "n_items": d.get("n_items"),
-        "reason": outcome.reason}}
-    components = d.get("components") or {}
-    for key, value in components.items():
-        # components with an interval are metrics (both IRRs, kappa_x, the IRR difference...);
-        # the rest (d_o, d_e, counts) stay in the stored details
-        if f"{key}_ci_low" not in components or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        rows.setdefault(key, {"value": value, "ci_low": components.get(f"{key}_ci_low"),
-                              "ci_high": components.get(f"{key}_ci_high")})
-    return rows
 
 
 def decide_batch(prepared: Prepared, coverage_problems: list[str], measured: Measured) -> GateDecision:

@@ -1,0 +1,45 @@
+"""The diagnose step: per-rater diagnostics, the design and the disattenuated correlation, for the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from labelgate.gate.steps import _numeric
+from labelgate.pipeline.config import GateConfig
+
+
+def diagnose(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any]) -> dict[str, Any]:
+    """Per question: per-rater diagnostics, the ratings-per-item design and, for numeric or binary labels,
+    the disattenuated correlation of item means (xRR paper eq. 12) — for the report, not the decision.
+
+    Returns ``{"diagnostics": {question: {"raters": [...], "design": {...}}}, "metrics": {question:
+    {"disattenuated_correlation": {value, ci_low, ci_high}}}}``.
+    """
+    from labelgate.core.ratings import ratings_by_pool
+    from labelgate.metrics.diagnostics import design_summary, rater_diagnostics
+    from labelgate.metrics.xcc import disattenuated_correlation
+
+    out: dict[str, Any] = {"diagnostics": {}, "metrics": {}}
+    n_boot = min(config.interval.n_boot, 500)
+    for question in config.questions:
+        rows = frame[frame["question"] == question.name]
+        cats = categories.get(question.name)
+        pools = ratings_by_pool(rows, level=question.level, categories=list(cats) if cats is not None else None)
+        crowd, trusted = pools.get(config.pools.crowd), pools.get(config.pools.trusted)
+        if crowd is None:
+            continue
+        design = design_summary(crowd, config.pools.crowd)
+        if trusted is not None:
+            design.update(design_summary(trusted, config.pools.trusted))
+        raters = rater_diagnostics(crowd, trusted, pool_name=config.pools.crowd, ci=config.interval.ci,
+                                   n_boot=n_boot, seed=config.interval.seed)
+        out["diagnostics"][question.name] = {"raters": raters, "design": design}
+        if trusted is not None and _numeric(question, cats):
+            est = disattenuated_correlation(crowd, trusted, ci=config.interval.ci, n_boot=n_boot,
+                                            seed=config.interval.seed)
+            out["metrics"][question.name] = {"disattenuated_correlation": {
+                "value": est.value, "ci_low": est.ci[0] if est.ci else None,
+                "ci_high": est.ci[1] if est.ci else None, "reason": est.reason}}
+    return out

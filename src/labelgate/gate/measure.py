@@ -1,0 +1,135 @@
+"""The measure step: one Great Expectations suite per question, run on one batch holding both pools.
+
+Nothing here computes a statistic: the GX expectations call the core.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from labelgate.gate.decision import Outcome
+from labelgate.gate.steps import CANONICAL, Measured, _numeric, _slug
+from labelgate.gx import raised_exception
+from labelgate.pipeline.config import Gate, GateConfig, Question
+
+_GATE_PARAMS = {
+    "normalized_cross_kappa": ("min_value", "irr"),
+    "cross_kappa": ("min_value",),
+    "irr_baseline": ("tolerance", "min_ratio", "max_excess", "irr"),
+    "labeler_icc": ("margin",),
+    "spa": ("min_value", "max_value", "weighting"),
+}
+
+
+def applicable_gates(config: GateConfig, question: Question, categories: Any) -> tuple[list[Gate], list[str]]:
+    """The question's gates; labeler ICC only where labels are numbers (interval/ratio or binary)."""
+    gates, skipped = [], []
+    for gate in config.gates_for(question):
+        if gate.type == "labeler_icc" and not _numeric(question, categories):
+            skipped.append(f"[{question.name}] labeler_icc skipped: it needs numeric labels (interval/ratio or "
+                           f"binary), and this question is {question.level} with more than two categories")
+            continue
+        gates.append(gate)
+    return gates, skipped
+
+
+def suite_config(config: GateConfig, question: Question, gates: list[Gate], categories: Any) -> dict[str, Any]:
+    """The GX suite config of one question (input of ``labelgate.gx.suite_from_config``)."""
+    defaults = {
+        "item_column": CANONICAL["item"], "rater_column": CANONICAL["rater"], "label_column": CANONICAL["label"],
+        "pool_column": CANONICAL["pool"], "question_column": CANONICAL["question"], "question": question.name,
+        "crowd_pool": config.pools.crowd, "trusted_pool": config.pools.trusted, "level": question.level,
+        "categories": list(categories) if categories is not None else None,
+        "ci": config.interval.ci, "n_boot": config.interval.n_boot, "seed": config.interval.seed,
+        "use_ci_bound": config.interval.use_ci_bound and config.interval.ci is not None,
+    }
+    entries = []
+    for gate in gates:
+        params = {k: getattr(gate, k) for k in _GATE_PARAMS[gate.type] if getattr(gate, k) is not None}
+        entries.append({"type": gate.type, "severity": "warning" if gate.severity == "warning" else "critical",
+                        "meta": {"labelgate_gate": gate.type, "labelgate_severity": gate.severity}, **params})
+    return {"name": f"labelgate-{_slug(question.name)}", "defaults": defaults, "expectations": entries}
+
+
+def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any], out_dir: Path) -> Measured:
+    """Run one GX suite per question in a file context under ``out_dir`` and build Data Docs."""
+    import great_expectations as gx
+    from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    from labelgate.gx import suite_from_config, verify_checkpoint
+
+    context = gx.get_context(mode="file", project_root_dir=str(out_dir))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    asset = context.data_sources.add_or_update_pandas("labelgate").add_dataframe_asset("judgements")
+    batch = asset.add_batch_definition_whole_dataframe("whole")
+    definitions, skipped = [], []
+    for question in config.questions:
+        gates, not_applicable = applicable_gates(config, question, categories.get(question.name))
+        skipped.extend(not_applicable)
+        if not gates:
+            continue
+        suite = suite_from_config(suite_config(config, question, gates, categories.get(question.name)))
+        suite = context.suites.add_or_update(suite)
+        definitions.append(context.validation_definitions.add_or_update(
+            gx.ValidationDefinition(name=f"vd-{suite.name}", data=batch, suite=suite)))
+    if not definitions:
+        return Measured([], {}, None, skipped)
+    checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
+        name="labelgate-gate", validation_definitions=definitions, result_format={"result_format": "COMPLETE"},
+        actions=[UpdateDataDocsAction(name="data_docs")]))
+    verify_checkpoint(checkpoint)
+    result = checkpoint.run(batch_parameters={"dataframe": frame})
+    outcomes: list[Outcome] = []
+    metrics: dict[str, dict[str, dict[str, Any]]] = {}
+    for run in result.run_results.values():
+        for evr in run.results:
+            outcome = outcome_from_result(evr)
+            outcomes.append(outcome)
+            metrics.setdefault(outcome.question, {}).update(_metric_rows(outcome))
+    docs = context.get_docs_sites_urls()
+    return Measured(outcomes, metrics, docs[0]["site_url"] if docs else None, skipped)
+
+
+def outcome_from_result(evr: Any) -> Outcome:
+    """An :class:`Outcome` from a GX ExpectationValidationResult of a LabelGate expectation."""
+    cfg = evr.expectation_config
+    meta = cfg.meta or {}
+    details = dict((evr.result or {}).get("details") or {})
+    value = details.get("value")
+    value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    gate = meta.get("labelgate_gate", cfg.type)
+    message = raised_exception(evr)
+    if message is not None:
+        details["reason"] = f"the expectation failed to run: {message}"
+        value = math.nan
+    thresholds = details.get("thresholds") or {}
+    described = ", ".join(f"{k} {v}" for k, v in thresholds.items())
+    return Outcome(
+        question=str(cfg.kwargs.get("question")), gate=gate, severity=meta.get("labelgate_severity", "blocking"),
+        value=value, passes_on_point=bool(details.get("passes_on_point")),
+        interval_verdict=details.get("interval_verdict") if details.get("judged_on") == "ci_bound" else None,
+        reason=details.get("reason"), description=f"{gate} ({described})" if described else gate,
+        details=details)
+
+
+def _metric_rows(outcome: Outcome) -> dict[str, dict[str, Any]]:
+    d = outcome.details
+    rows = {outcome.gate: {
+        "value": d.get("value"), "ci_low": d.get("ci_low"), "ci_high": d.get("ci_high"),
+        "ci_level": d.get("ci_level"), "gate": outcome.gate, "severity": outcome.severity,
+        "verdict": outcome.verdict, "thresholds": d.get("thresholds"), "n_items": d.get("n_items"),
+        "reason": outcome.reason}}
+    components = d.get("components") or {}
+    for key, value in components.items():
+        # components with an interval are metrics (both IRRs, kappa_x, the IRR difference...);
+        # the rest (d_o, d_e, counts) stay in the stored details
+        if f"{key}_ci_low" not in components or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        rows.setdefault(key, {"value": value, "ci_low": components.get(f"{key}_ci_low"),
+                              "ci_high": components.get(f"{key}_ci_high")})
+    return rows
