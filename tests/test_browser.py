@@ -1,9 +1,10 @@
 """The reports in a real browser: headless Chromium opens them from disk with the network off.
 
 Checks, through the DevTools protocol: no console error, no exception, no request other than the file
-itself; every chart is laid out with a non-zero size and draws the expected number of visible marks; the
-hostile rater id is text (no ``<script>`` element exists); a full-page screenshot is saved under
-``artifacts/`` (or ``$LABELGATE_ARTIFACTS``).
+itself; every figure (matplotlib SVG, inlined) is laid out with a non-zero size, its data marks
+(``<g class="mark …" data-n="…">``) are visible and add up to the count the figure declares, and no text of a
+figure falls outside it; the hostile rater id is text (no ``<script>`` element exists); a full-page screenshot
+is saved under ``artifacts/`` (or ``$LABELGATE_ARTIFACTS``).
 
 Needs Debian's ``chromium`` package (``apt-get install chromium``); skipped with a message otherwise.
 """
@@ -42,11 +43,14 @@ INSPECT = """(() => {
   const charts = [...document.querySelectorAll('svg.lg-chart')].map(svg => {
     const box = svg.getBoundingClientRect();
     const marks = [...svg.querySelectorAll('.mark')];
-    const clouds = marks.filter(m => m.classList.contains('cloud'));
     const visible = marks.filter(m => { const b = m.getBBox(); return b.width > 0 || b.height > 0; });
+    const outside = [...svg.querySelectorAll('text')].filter(t => {
+      const b = t.getBoundingClientRect();  // after the text's own rotation
+      return b.left < box.left - 2 || b.top < box.top - 2 || b.right > box.right + 2 || b.bottom > box.bottom + 2;
+    }).map(t => t.textContent);
     return {kind: svg.classList[1].slice(3), title: svg.querySelector('title').textContent,
             declared: Number(svg.dataset.marks), elements: marks.length, visible: visible.length,
-            clouds: clouds.length, cloudDots: clouds.reduce((n, m) => n + Number(m.dataset.n), 0),
+            counted: marks.reduce((n, m) => n + Number(m.dataset.n), 0), outside,
             width: box.width, height: box.height};
   });
   return {charts, scripts: document.querySelectorAll('script').length, text: document.body.innerText,
@@ -109,7 +113,7 @@ class Browser:
         self.call("Page.navigate", session=True, url=path.as_uri())
         self.wait_for("Page.loadEventFired")
         page = self.call("Runtime.evaluate", session=True, expression=INSPECT, returnByValue=True)
-        time.sleep(0.2)  # let late console messages arrive
+        # one more round trip: events the page sent before it (console messages, CSP reports) are received first
         self.call("Runtime.evaluate", session=True, expression="1")
         return {**page["result"]["value"], "problems": self.problems(),
                 "requests": [e["params"]["request"]["url"] for e in self.events
@@ -166,7 +170,8 @@ def check_page(page: dict[str, Any]) -> None:
         assert chart["width"] > 100 and chart["height"] > 100, chart
         # every mark element is laid out with a non-empty box, and the declared count matches the DOM
         assert chart["visible"] == chart["elements"] > 0, chart
-        assert chart["declared"] == chart["elements"] - chart["clouds"] + chart["cloudDots"], chart
+        assert chart["declared"] == chart["counted"], chart
+        assert chart["outside"] == [], chart  # no label is cut off at the figure's edge
 
 
 def test_gate_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
@@ -176,16 +181,18 @@ def test_gate_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
     page = browser.open(Path(paths["html"]))
     check_page(page)
     kinds = [c["kind"] for c in page["charts"]]
-    assert kinds.count("intervals") == 1 + 4 and kinds.count("triangle") == 4
-    assert kinds.count("bars") == 4 and kinds.count("timeseries") == 4 and kinds.count("scatter") == 1 + 4
+    assert kinds.count("intervals") == 1 and kinds.count("groups") == 1 and kinds.count("strip") == 1
+    assert kinds.count("triangle") == 4 and kinds.count("bars") == 4 and kinds.count("timeseries") == 4
+    assert kinds.count("scatter") == 1 + 4
     by_title = {c["title"]: c for c in page["charts"]}
-    assert by_title["Normalized κx per question with intervals"]["elements"] == 2 * 4  # point + interval
-    assert by_title["Normalized κx against ρxy"]["elements"] == 4
+    assert by_title["Normalized κx per question with intervals"]["declared"] == 2 * 4  # point + interval
+    assert by_title["Normalized κx against ρxy"]["declared"] == 4
     raters = summary["diagnostics"]["question-00"]["raters"]
     drawn = sum(r["kappa_vs_trusted"] is not None for r in raters)
-    assert by_title["Rater agreement with the trusted pool, question-00"]["elements"] == drawn
+    assert by_title["Rater agreement with the trusted pool, question-00"]["declared"] == drawn
     # window (band, line, 10 points) and cumulative (line); the first question has an episode
-    assert by_title["normalized κx over time, question-00"]["elements"] == 1 + 2 + 10 + 1
+    assert by_title["normalized κx over time, question-00"]["declared"] == 1 + 2 + 10 + 1
+    assert by_title["Normalized κx over time, every question"]["declared"] == 4 + 1  # a line each, one episode
     assert HOSTILE_RATER in page["text"] and HOSTILE_LABEL in page["text"]
     shot = browser.screenshot(ARTIFACTS / "report-gate-reject.png", page["height"])
     assert shot.stat().st_size > 20_000
@@ -199,7 +206,7 @@ def test_monitor_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
     page = browser.open(path)
     check_page(page)
     series = [c for c in page["charts"] if c["kind"] == "timeseries"]
-    assert len(series) == 3 and sorted(c["elements"] for c in series) == [13, 13, 14]
+    assert len(series) == 3 and sorted(c["declared"] for c in series) == [13, 13, 14]
     assert "open" in page["text"] and HOSTILE_RATER in page["text"]
     shot = browser.screenshot(ARTIFACTS / "report-monitor.png", page["height"])
     assert shot.stat().st_size > 20_000
@@ -211,12 +218,13 @@ def test_the_harness_sees_console_errors_requests_and_scripts(browser: Browser, 
     bad = tmp_path / "bad.html"
     bad.write_text("<!DOCTYPE html><html><body><img src='http://example.invalid/x.png'>"
                    "<script>console.error('boom'); undefinedFunction();</script>"
-                   "<svg class='lg-chart lg-scatter' data-marks='2'><title>t</title>"
-                   "<circle class='mark point' r='0'/></svg></body></html>", encoding="utf-8")
+                   "<svg class='lg-chart lg-scatter' viewBox='0 0 50 50' data-marks='2'><title>t</title>"
+                   "<g class='mark point' data-n='1'><circle r='0'/></g><text x='45' y='20'>cut off</text></svg>"
+                   "</body></html>", encoding="utf-8")
     page = browser.open(bad)
     assert any("boom" in p for p in page["problems"]) and any("exception" in p for p in page["problems"])
     assert "http://example.invalid/x.png" in page["requests"] and page["scripts"] == 1
     chart = page["charts"][0]
-    assert chart["visible"] == 0 and chart["declared"] != chart["elements"]
+    assert chart["visible"] == 0 and chart["declared"] != chart["counted"] and chart["outside"] == ["cut off"]
     with pytest.raises(AssertionError):
         check_page(page)

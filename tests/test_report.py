@@ -1,4 +1,5 @@
-"""Gate and monitoring HTML reports on synthetic runs: content, escaping, marks, self-containment.
+"""Gate and monitoring HTML reports on synthetic runs: content, escaping, figures and their marks, the
+figure limit, the path without matplotlib, self-containment.
 
 The synthetic summaries follow the data contract of ``labelgate.flows.gate`` (metrics rows) and of the
 monitor (windows, episodes, per-rater and design rows). ``tests/test_browser.py`` reuses the builders.
@@ -6,10 +7,13 @@ monitor (windows, episodes, per-rater and design rows). ``tests/test_browser.py`
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import random
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from labelgate.reporting import report
+from labelgate.reporting import plots, sections
+from labelgate.reporting.gate_page import FIGURE_QUESTIONS
 from labelgate.reporting.report import (
     history_from_runs,
     render_gate_report,
@@ -179,20 +184,39 @@ def svg_kind(svg: str) -> str:
     return re.search(r'class="lg-chart lg-([a-z]+)"', svg).group(1)
 
 
-def drawn_marks(svg: str) -> int:
-    """Marks counted from the elements: one per ``mark`` element, ``data-n`` for a cloud of dots."""
-    single = len(re.findall(r'class="mark (?!cloud)', svg))
-    clouds = sum(int(n) for n in re.findall(r'class="mark cloud[^"]*"[^>]*data-n="(\d+)"', svg))
-    clouds += sum(int(n) for n in re.findall(r'data-n="(\d+)"[^>]*class="mark cloud', svg))
-    return single + clouds
+def svg_title(svg: str) -> str:
+    return re.search(r"<title>([^<]*)</title>", svg).group(1)
+
+
+def mark_groups(svg: str, kind: str | None = None) -> list[tuple[str, int]]:
+    """``(kind, data-n)`` of every data mark of a figure (``kind``: only marks whose class starts with it)."""
+    found = [(k, int(n)) for k, n in re.findall(r'<g class="mark ([^"]+)" data-n="(\d+)"', svg)]
+    return [(k, n) for k, n in found if kind is None or k == kind or k.startswith(kind + " ")]
+
+
+def marks_of(svg: str, kind: str) -> int:
+    """Data items drawn by the marks of ``kind``."""
+    return sum(n for _, n in mark_groups(svg, kind))
 
 
 def charts_of(page: str, kind: str) -> list[str]:
     return [s for s in svgs(page) if svg_kind(s) == kind]
 
 
-def marks_of(svg: str, kind: str) -> int:
-    return len(re.findall(rf'class="mark {kind}\b', svg))
+def chart_titled(page: str, title: str) -> str:
+    return next(s for s in svgs(page) if svg_title(s) == title)
+
+
+def texts(svg: str) -> list[str]:
+    return re.findall(r"<text\b[^>]*>([^<]*)</text>", svg)
+
+
+def tooltips(svg: str, kind: str) -> list[str]:
+    """The per-item tooltips inside the marks of ``kind`` (``<g><title>…</title><use/></g>``)."""
+    out = []
+    for body in re.findall(rf'<g class="mark {kind}[^"]*" data-n="\d+">(.*?)</g></g>(?=<|$)', svg, flags=re.S):
+        out += re.findall(r"<g><title>([^<]*)</title><(?:use|path)\b", body)
+    return out
 
 
 # ------------------------------------------------------------------------------------------- tests
@@ -200,22 +224,21 @@ def marks_of(svg: str, kind: str) -> int:
 def test_gate_report_shows_decision_reasons_and_every_expectation(decision: str, state: str) -> None:
     summary = gate_summary(decision)
     page = render_gate_report(summary)
-    parsed = Parsed(page)
-    text = "".join(parsed.text)
+    text = "".join(Parsed(page).text)
     assert f">{decision}</span>" in page
     for reason in summary["reasons"]:
         assert reason in text
     for q, rows in summary["metrics"].items():
         assert q in text
         for name, row in rows.items():
-            assert name in text or report._NAMES[name] in text
+            assert name in text or sections.NAMES[name] in text
             assert f"{row['value']:.3f}" in text
             if row.get("thresholds"):
                 assert ", ".join(f"{k} {v}" for k, v in row["thresholds"].items()) in text
             assert f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]" in text
     first = summary["metrics"]["question-00"]["normalized_cross_kappa"]
     assert first["verdict"] == state
-    assert f"<span class='chip {state}'>{state}</span>" in page
+    assert f'<span class="chip {state}">{state}</span>' in page
     if decision == "ACCEPT":
         assert "every blocking expectation passes" in text
 
@@ -223,17 +246,18 @@ def test_gate_report_shows_decision_reasons_and_every_expectation(decision: str,
 def test_overview_chart_sorts_questions_and_draws_the_threshold() -> None:
     summary = gate_summary("REJECT", n_questions=6)
     page = render_gate_report(summary)
-    overview = charts_of(page, "intervals")[0]
+    overview = chart_titled(page, "Normalized κx per question with intervals")
     assert marks_of(overview, "point") == 6 and marks_of(overview, "ci") == 6
     # one shared minimum (0.8): one threshold line, labelled
-    assert overview.count('class="threshold"') == 1 and ">threshold</text>" in overview
-    values = [summary["metrics"][q]["normalized_cross_kappa"]["value"] for q in summary["metrics"]]
-    cy = [float(y) for y in re.findall(r'<circle cx="[^"]+" cy="([^"]+)" r="4.5"', overview)]
-    xs = [float(x) for x in re.findall(r'<circle cx="([^"]+)" cy="[^"]+" r="4.5"', overview)]
-    assert cy == sorted(cy)  # rows drawn top to bottom
-    assert xs == sorted(xs)  # lowest value on top
-    assert len(xs) == len(values)
-    table_rows = re.findall(r"<tr><td><a href='#q-", page)
+    assert overview.count('class="threshold"') == 1 and "threshold-label" in overview
+    values = {q: summary["metrics"][q]["normalized_cross_kappa"]["value"] for q in summary["metrics"]}
+    # each point's tooltip names its question; points go down the figure as the value grows
+    dots = re.findall(r"<g><title>([^<:]+): [^<]*</title><use x=\"([\d.]+)\" y=\"([\d.]+)\"", overview)
+    assert len(dots) == 6
+    top_down = [html.unescape(q) for q, _, y in sorted(dots, key=lambda d: float(d[2]))]
+    assert top_down == sorted(values, key=values.get)
+    assert [float(x) for _, x, _ in sorted(dots, key=lambda d: float(d[2]))] == sorted(float(x) for _, x, _ in dots)
+    table_rows = re.findall(r'<tr><td><a href="#q-', page)
     assert len(table_rows) == 6
 
 
@@ -249,31 +273,62 @@ def test_triangle_per_question_with_intervals_and_normalized_threshold() -> None
         assert f"[{rows[name]['ci_low']:.3f}, {rows[name]['ci_high']:.3f}]" in tri
     assert "min 0.80" in tri
     # the review verdict colours the apex
-    assert 'stroke="#9a6700"' in tri
+    assert "stroke: #9a6700" in tri
 
 
-def test_fig7_scatter_only_when_disattenuated_correlation_is_computed() -> None:
-    page = render_gate_report(gate_summary("ACCEPT", n_questions=4, rho=True))
-    scatter = [s for s in charts_of(page, "scatter") if "ρxy" in s]
-    assert len(scatter) == 1 and marks_of(scatter[0], "point") == 4 and 'class="diagonal"' in scatter[0]
+def test_overview_of_both_pools_and_fig7_only_when_disattenuated_correlation_is_computed() -> None:
+    page = render_gate_report(gate_summary("REJECT", n_questions=4, rho=True))
+    pools = chart_titled(page, "IRR crowd, IRR trusted and κx per question")
+    assert marks_of(pools, "point") == 3 * 4 and marks_of(pools, "ci") == 3 * 4
+    fig7 = chart_titled(page, "Normalized κx against ρxy")
+    assert svg_kind(fig7) == "scatter" and 'class="diagonal"' in fig7
+    assert marks_of(fig7, "cloud") == 4 and len(tooltips(fig7, "cloud")) == 4
+    # the failing question is keyed beside its dot and named in the column
+    assert texts(fig7).count("1") >= 1 and "1  question-00" in texts(fig7)
     page = render_gate_report(gate_summary("ACCEPT", n_questions=4, rho=False))
-    assert not [s for s in charts_of(page, "scatter") if "ρxy" in s]
+    assert not [s for s in svgs(page) if "ρxy" in svg_title(s)]
     assert "Not computed for this run: the disattenuated correlation" in page
 
 
-def test_rater_diagnostics_highlight_flagged_raters() -> None:
+def test_rater_diagnostics_highlight_and_key_flagged_raters() -> None:
     summary = gate_summary("REJECT", n_questions=1)
     page = render_gate_report(summary)
     raters = summary["diagnostics"]["question-00"]["raters"]
-    scatter = next(s for s in charts_of(page, "scatter") if "Rater agreement" in s)
+    scatter = chart_titled(page, "Rater agreement with the trusted pool, question-00")
     drawn = [r for r in raters if r["kappa_vs_trusted"] is not None]
     flagged = [r for r in raters if r["flags"]]
-    assert marks_of(scatter, "point") == len(drawn)
-    assert scatter.count('class="mark point highlight"') == len(flagged) == 3
+    assert marks_of(scatter, "cloud") + marks_of(scatter, "point highlight") == len(drawn)
+    assert marks_of(scatter, "point highlight") == len(flagged) == 3
+    # lowest κ first: the hostile rater is key 1 in the figure and row 1 in the table
+    keys = [t for t in texts(scatter) if re.match(r"\d  ", t)]
+    assert keys[0] == "1  &lt;script&gt;alert(1)&lt;/scr…" and len(keys) == 3
+    assert re.search(r'<tr class="labelled"><td class="num">1</td><td><code>&lt;script&gt;', page)
     text = "".join(Parsed(page).text)
     assert "45 raters (crowd: 40, trusted: 5); 3 flagged (collusion × 2, low_agreement × 1)" in text
     assert "5 raters without a κ against the trusted pool are not drawn" in text
     assert "crowd-002" in text  # a partner of the colluding pair
+
+
+def test_hundreds_of_raters_with_a_hundred_flagged_keep_the_figure_readable() -> None:
+    """600 raters, 100 flagged: labels stay bounded, every flagged rater keeps a tooltip, the rest are in the table."""
+    rng = random.Random(5)
+    raters = rater_rows(rng, n_crowd=600, n_trusted=0)
+    for i, r in enumerate(raters):
+        r["flags"] = ["low_agreement"] if i % 6 == 0 else []
+        r["rater_id"] = f"rater-{i:04d}-with-a-long-identifier"
+    summary = gate_summary("REJECT", n_questions=1)
+    summary["diagnostics"]["question-00"]["raters"] = raters
+    page = render_gate_report(summary)
+    scatter = chart_titled(page, "Rater agreement with the trusted pool, question-00")
+    assert marks_of(scatter, "point highlight") == 100 and marks_of(scatter, "cloud") == 500
+    assert len(tooltips(scatter, "point highlight")) == 100
+    labels = [t for t in texts(scatter) if "rater-" in t]
+    assert len(labels) == plots.MAX_LABELS  # only the worst are named, whatever the number of raters
+    assert len(texts(scatter)) <= 40  # ticks, axis labels, legend, keys: bounded
+    # the translucent cloud: more raters, more transparent
+    assert re.search(r'fill-opacity: 0\.[0-3]\d*', scatter)
+    assert page.count('<tr class="labelled">') == plots.MAX_LABELS
+    assert "100 flagged (low_agreement × 100)" in page
 
 
 def test_design_histogram_and_coverage_with_quarantine_reasons(tmp_path: Path) -> None:
@@ -315,14 +370,17 @@ def test_monitoring_with_an_episode_in_gate_and_monitor_reports() -> None:
         for chart in series:
             # window (band + line + 10 points) and cumulative (a dashed line only)
             assert marks_of(chart, "band") == 1 and marks_of(chart, "line") == 2 and marks_of(chart, "point") == 10
+            assert len(tooltips(chart, "point")) == 10
             assert "threshold 0.80" in chart
+        strip = charts_of(page, "strip")
+        assert len(strip) == 1 and marks_of(strip[0], "line") == 3 and marks_of(strip[0], "episode") == 1
         text = "".join(Parsed(page).text)
         assert f"normalized κx dropped; rater {HOSTILE_RATER} labels {HOSTILE_LABEL}" in text
         assert "open" in text
     monitor = render_monitor_report({**hist, "runs": [summary], "since": "2024-03-01"})
     assert "1 gate run(s), 60 window(s), 1 drift episode(s) (1 open) since 2024-03-01" in "".join(Parsed(monitor).text)
     # the question with the open episode comes first and is unfolded
-    first = re.search(r"<details id='[^']+'( open)?><summary>Question <code>([^<]+)</code>", monitor)
+    first = re.search(r'<details id="[^"]+"( open)?><summary>Question <code>([^<]+)</code>', monitor)
     assert first.group(1) == " open" and first.group(2) == "question-00"
 
 
@@ -332,8 +390,8 @@ def test_time_axis_and_threshold_steps_follow_the_windows() -> None:
         w["threshold"] = 0.7 if k < 4 else 0.8  # threshold raised half way
     page = render_monitor_report(hist)
     chart = charts_of(page, "timeseries")[0]
-    assert "2024-03-02" in chart and "2024-03-05" in chart
-    assert re.search(r'<path d="M[^"]*H[^"]*V[^"]*" class="threshold"', chart)  # a step, not one line
+    assert "2024-03-02" in texts(chart) and "2024-03-05" in texts(chart)
+    assert 'class="threshold step"' in chart  # a step, not one line
 
 
 def test_hostile_strings_are_text_never_markup(tmp_path: Path) -> None:
@@ -346,49 +404,140 @@ def test_hostile_strings_are_text_never_markup(tmp_path: Path) -> None:
     summary["reports"]["evil2"] = "' onmouseover='alert(1)"
     page = render_gate_report(summary, history(questions(3)))
     parsed = Parsed(page)
-    assert "script" not in parsed.tags and "b" not in [t for t in parsed.tags if t == "b" and False]
+    assert "script" not in parsed.tags
+    # the only <b> elements are the template's own "open" marks, never a label's <b>
+    assert parsed.tags.count("b") == sum(1 for a in parsed.attrs if a == ("b", "class", "reject")) > 0
     assert not [a for a in parsed.attrs if a[1].startswith("on")]  # no event handler attribute
     assert not [a for a in parsed.attrs if a[1] == "href" and (a[2] or "").lower().startswith("javascript")]
     text = "".join(parsed.text)
     assert text.count(HOSTILE_RATER) >= 4  # reason, rater table, episode, quarantine sample
     assert HOSTILE_LABEL in text and HOSTILE_QUESTION in text
-    # in the SVG tooltips too: the rater id is escaped text inside <title>
-    scatter = next(s for s in charts_of(page, "scatter") if "Rater agreement" in s)
+    # in the figures too: the rater id is escaped text in its tooltip and in the key column
+    scatter = chart_titled(page, "Rater agreement with the trusted pool, question-00")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in scatter and "<script>" not in scatter
+    assert any(HOSTILE_QUESTION.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in t
+               for t in texts(chart_titled(page, "Normalized κx per question with intervals")))
     # no raw occurrence anywhere in the page
     assert HOSTILE_RATER not in page and HOSTILE_LABEL not in page and HOSTILE_QUESTION not in page
+
+
+def test_dollar_signs_in_ids_are_drawn_as_typed_never_as_mathtext() -> None:
+    summary = gate_summary("REJECT", n_questions=1)
+    rows = summary["diagnostics"]["question-00"]["raters"]
+    rows[0]["rater_id"] = "$x^2$ and $\\frac{a}$"
+    summary["metrics"] = {"q $1$ or $2$": summary["metrics"]["question-00"]}
+    summary["diagnostics"] = {"q $1$ or $2$": summary["diagnostics"]["question-00"]}
+    page = render_gate_report(summary)
+    scatter = chart_titled(page, "Rater agreement with the trusted pool, q $1$ or $2$")
+    assert "1  $x^2$ and $\\frac{a}$" in texts(scatter)
+    assert "q $1$ or $2$" in texts(chart_titled(page, "Normalized κx per question with intervals"))
+    assert "mathdefault" not in page and "<!--" not in page  # no mathtext, no mathtext comment
 
 
 def test_every_chart_declares_the_marks_it_draws() -> None:
     page = render_gate_report(gate_summary("REJECT", n_questions=3), history(questions(3)))
     charts = svgs(page)
     kinds = {svg_kind(s) for s in charts}
-    assert kinds == {"intervals", "triangle", "scatter", "bars", "timeseries"}
+    assert kinds == {"intervals", "groups", "triangle", "scatter", "bars", "timeseries", "strip"}
     for chart in charts:
         declared = int(re.search(r'data-marks="(\d+)"', chart).group(1))
-        assert declared == drawn_marks(chart) > 0
+        assert declared == sum(n for _, n in mark_groups(chart)) > 0
 
 
-def test_many_raters_collapse_into_a_cloud_and_flagged_ones_stay_visible() -> None:
+def test_thousands_of_raters_become_a_density_map_and_flagged_ones_stay_visible() -> None:
     rng = random.Random(3)
     raters = rater_rows(rng, n_crowd=3000, n_trusted=0)
     summary = gate_summary("ACCEPT", n_questions=1)
     summary["diagnostics"]["question-00"]["raters"] = raters
     page = render_gate_report(summary)
-    scatter = next(s for s in charts_of(page, "scatter") if "Rater agreement" in s)
-    assert drawn_marks(scatter) == 3000 and marks_of(scatter, "cloud") == 1
-    assert scatter.count('class="mark point highlight"') == 3
+    scatter = chart_titled(page, "Rater agreement with the trusted pool, question-00")
+    assert mark_groups(scatter, "cloud") == [("cloud density", 2997)] and marks_of(scatter, "point highlight") == 3
+    assert len(tooltips(scatter, "point highlight")) == 3
+    assert scatter.count("<use ") < 1500  # hexagons, not one dot per rater
     assert len(page) < 400_000
+
+
+def test_only_the_worst_questions_get_their_own_figures() -> None:
+    n = FIGURE_QUESTIONS + 3
+    summary = gate_summary("REJECT", n_questions=n)
+    worst = "question-05"
+    summary["metrics"][worst]["normalized_cross_kappa"].update(value=0.5, ci_low=0.4, ci_high=0.6, verdict="reject")
+    page = render_gate_report(summary, history(questions(n), n_windows=3))
+    triangles = [svg_title(s) for s in charts_of(page, "triangle")]
+    assert len(triangles) == FIGURE_QUESTIONS
+    assert {"xRR triangle of question-00", f"xRR triangle of {worst}"} <= set(triangles)
+    assert len([s for s in charts_of(page, "scatter") if "Rater agreement" in svg_title(s)]) == FIGURE_QUESTIONS
+    assert len(charts_of(page, "bars")) == len(charts_of(page, "timeseries")) == FIGURE_QUESTIONS
+    # the overview figures still cover every question
+    assert marks_of(chart_titled(page, "Normalized κx per question with intervals"), "point") == n
+    assert marks_of(charts_of(page, "strip")[0], "line") == n
+    assert f"Figures are drawn for the {FIGURE_QUESTIONS} questions with the worst verdicts" in page
+    # a question without figures keeps its numbers in tables: ratings per item and a summary over time
+    assert page.count("<th>ratings per item</th>") == 3 and page.count("<th>latest value</th>") == 3
+
+
+def test_without_matplotlib_the_report_has_every_table_and_one_install_note(monkeypatch, tmp_path: Path) -> None:
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)  # import matplotlib now raises ImportError
+    summary = gate_summary("REJECT", n_questions=2)
+    paths = write_gate_report(summary, tmp_path / "run", history=history(questions(2)))
+    page = Path(paths["html"]).read_text(encoding="utf-8")
+    assert "<svg" not in page
+    assert page.count("pip install &#39;labelgate[report]&#39;") == 1
+    text = "".join(Parsed(page).text)
+    assert "pip install 'labelgate[report]'" in text
+    for needle in ("0.300", "[0.200, 0.400]", "45 raters (crowd: 40, trusted: 5)", HOSTILE_RATER, "ratings per item",
+                   "latest value", "items in the batch"):
+        assert needle in text
+    monitor = render_monitor_report({**history(questions(2)), "runs": [summary]})
+    assert "<svg" not in monitor and "pip install &#39;labelgate[report]&#39;" in monitor
+
+
+def test_a_failing_figure_becomes_a_note_not_an_error(monkeypatch) -> None:
+    def boom(*args, **kwargs):
+        raise RuntimeError("no <canvas>")
+
+    monkeypatch.setattr(plots, "scatter_chart", boom)
+    page = render_gate_report(gate_summary("REJECT", n_questions=1))
+    assert "This figure could not be drawn (RuntimeError: no &lt;canvas&gt;)." in page
+    assert charts_of(page, "triangle") and not charts_of(page, "scatter")
+
+
+def test_figures_leave_the_matplotlib_state_of_the_process_alone() -> None:
+    """In a fresh process: no pyplot (hence no backend chosen or switched), rcParams as they were."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import matplotlib; "
+            "from test_report import gate_summary, history, questions; "
+            "from labelgate.reporting.report import render_gate_report; "
+            "before = dict(matplotlib.rcParams.copy()); "  # copy(): reading the global would resolve the backend
+            "page = render_gate_report(gate_summary('REJECT', n_questions=1), history(questions(1))); "
+            "print(page.count('<svg '), dict(matplotlib.rcParams.copy()) == before, 'matplotlib.pyplot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                         check=True, timeout=300)
+    assert out.stdout.split() == ["8", "True", "False"]
+
+
+def test_importing_the_reports_imports_neither_matplotlib_nor_jinja2() -> None:
+    code = ("import sys, labelgate.reporting.report, labelgate.reporting.plots; "
+            "print(sorted(m for m in ('matplotlib', 'jinja2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
 
 
 def test_page_is_self_contained() -> None:
     page = render_gate_report(gate_summary("REJECT"), history(questions(3)))
     parsed = Parsed(page)
-    assert not {"script", "link", "img", "iframe", "object", "embed"} & set(parsed.tags)
-    urls = [v for _, k, v in parsed.attrs if k in ("src", "href") and v and re.match(r"https?:", v)]
+    assert not {"script", "link", "img", "image", "iframe", "object", "embed", "style"} & set(parsed.tags[1:]) - {"style"}
+    assert parsed.tags.count("style") == 1  # the page's own, in <head>; none from the figures
+    urls = [v for _, k, v in parsed.attrs if k in ("src", "href") and v and re.match(r"[a-z]+:", v)
+            and not v.startswith("file:")]
     assert urls == []
     assert "default-src 'none'" in page
-    assert all(v == "http://www.w3.org/2000/svg" for _, k, v in parsed.attrs if k == "xmlns")
+    assert all(v == "http://www.w3.org/2000/svg" for _, k, v in parsed.attrs if k.startswith("xmlns"))
+    # figure ids are unique in the page (several figures share it) and every reference resolves
+    ids = re.findall(r' id="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    refs = set(re.findall(r'(?:href="#|url\(#)([^")]+)', page))
+    assert refs <= set(ids)
 
 
 def test_write_gate_report_round_trips_through_result_json(tmp_path: Path) -> None:
@@ -399,10 +548,10 @@ def test_write_gate_report_round_trips_through_result_json(tmp_path: Path) -> No
     first = Path(paths["html"]).read_text(encoding="utf-8")
     again = render_gate_report(stored)
     strip = re.compile(r"Written by LabelGate on [^.]+\.")
-    assert strip.sub("", first) == strip.sub("", again)
+    assert strip.sub("", first) == strip.sub("", again)  # figures included: the same data, the same bytes
     # files of the run folder are linked relatively (the folder can be moved), the others by file:// URI
-    assert "<a href='result.json'>" in first and "<a href='report.html'>" in first
-    assert "<a href='file:///tmp/gx/index.html'>" in first
+    assert '<a href="result.json">' in first and '<a href="report.html">' in first
+    assert '<a href="file:///tmp/gx/index.html">' in first
 
 
 def test_history_from_runs_gives_one_window_per_run_and_metric() -> None:
@@ -422,7 +571,7 @@ def test_history_from_runs_gives_one_window_per_run_and_metric() -> None:
     # per question: normalized κx; IRRs and κx together; ρxy; SPA
     charts = charts_of(page, "timeseries")
     assert len(charts) == 2 * 4
-    triangle_sides = [c for c in charts if "IRR crowd · IRR trusted · κx over time" in c]
+    triangle_sides = [c for c in charts if svg_title(c).startswith("IRR crowd · IRR trusted · κx over time")]
     assert len(triangle_sides) == 2 and all(marks_of(c, "line") == 3 for c in triangle_sides)
 
 

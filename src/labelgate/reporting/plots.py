@@ -1,15 +1,14 @@
-"""Inline SVG charts for the LabelGate HTML reports: no JavaScript, no network, every text escaped.
+"""The report's figures, drawn with matplotlib and returned as inline SVG (see :mod:`labelgate.reporting.figure`);
+the figures over time are in :mod:`labelgate.reporting.timeplots`.
 
-The charts are written as SVG text directly (no plotting library): a gate report holds several charts per
-question, and 50 questions must render in well under a few seconds (see ``docs/reports.md`` for the
-measurements and the comparison with matplotlib). Conventions:
+Each function takes plain values (the dataclasses below), draws one figure and returns its ``<svg>`` text;
+it raises :class:`ImportError` when matplotlib is not installed. Every drawn data item is registered as a
+mark (class ``mark KIND``, ``data-n`` items, a ``<title>`` tooltip); thresholds, diagonals and labels carry a
+class of their own. Text is never interpreted: ids with ``$`` or ``<`` are drawn and escaped as typed.
 
-- every text that reaches the SVG (labels, tooltips, titles) goes through :func:`escape`;
-- every drawn data item carries the class ``mark`` (plus a kind: ``point``, ``ci``, ``bar``, ``band``,
-  ``line``, ``episode``, ``edge``, ``node``, ``cloud``) and usually a ``<title>`` child, which browsers show
-  as a tooltip; the root ``<svg>`` has ``data-marks`` = the number of data items it draws, so tests and
-  readers can check that nothing was silently dropped;
-- charts have a fixed coordinate system (``viewBox``) and scale down with the page (CSS ``max-width``).
+Readability with many items is designed in rather than left to chance: ordinary scatter points are
+translucent (more points, more transparent) and unlabelled, and only the few worst highlighted points get a
+label, in a column beside the axes with a leader line, so labels never overlap the data or each other.
 
 Examples
 --------
@@ -17,277 +16,66 @@ Examples
 ...                      title="normalized κx", x_label="value")
 >>> svg.startswith("<svg") and "q&lt;1&gt;" in svg and "q<1>" not in svg
 True
->>> svg.count('class="mark point'), svg.count('class="mark ci'), 'data-marks="2"' in svg
-(1, 1, True)
+>>> 'class="mark point"' in svg and 'data-marks="2"' in svg
+True
 """
 
 from __future__ import annotations
 
-import html
-import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta  # noqa: F401 (doctests)
-from typing import Any, TypeGuard
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = [
-    "COLOURS",
-    "IntervalRow",
-    "Point",
-    "Series",
-    "Span",
-    "TimePoint",
-    "bar_chart",
-    "escape",
-    "interval_chart",
-    "nice_ticks",
-    "scatter_chart",
-    "time_series_chart",
-    "triangle_chart",
-]
+from labelgate.reporting.figure import Chart, draw
+from labelgate.reporting.values import finite, fmt, shorten
+
+__all__ = ["CHAR_IN", "COLOURS", "MAX_LABELS", "WIDTH", "IntervalRow", "Point", "bar_chart", "domain", "group_chart",
+           "interval_chart", "margins", "scatter_chart", "sort_key", "triangle_chart"]
 
 #: Colours of verdicts and pools (GitHub Primer palette: readable on white, distinguishable in grey print).
 COLOURS = {"pass": "#1a7f37", "reject": "#cf222e", "review": "#9a6700", "none": "#0969da",
-           "crowd": "#0969da", "trusted": "#8250df", "muted": "#8c959f", "grid": "#d8dee4",
-           "text": "#1f2328", "band": "#0969da", "baseline": "#bf8700", "change": "#cf222e"}
-FONT = 12
-#: Above this many ordinary points, a scatter draws them as one path of dots without tooltips.
-MAX_POINTS = 400
-# Average advance of a sans-serif glyph in em: used only to size label areas and to shorten long labels.
-_CHAR_EM = 0.6
-_LABEL_MAX = 32
+           "crowd": "#0969da", "trusted": "#8250df", "muted": "#8c959f", "text": "#1f2328",
+           "baseline": "#bf8700", "change": "#cf222e", "kx": "#bf3989"}
+#: At most this many highlighted points are labelled in a scatter (the rest: tooltips and the table).
+MAX_LABELS = 8
+#: Up to this many ordinary points per group keep one tooltip each.
+_TOOLTIPS_UP_TO = 400
+#: Above this many ordinary points in a group, the group is drawn as a density map (size, readability).
+_DENSITY_ABOVE = 2000
+#: Figure width in inches (72 SVG units per inch).
+WIDTH = 7.2
+#: Rough width of one 8 pt character in inches, to size label margins.
+CHAR_IN = 0.075
 
 
-def escape(value: Any) -> str:
-    """Text for HTML/SVG content or a quoted attribute: ``& < > " '`` become entities.
-
-    Examples
-    --------
-    >>> escape('<script>alert("x")</script> & \\'y\\'')
-    '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#x27;y&#x27;'
-    """
-    return html.escape(str(value), quote=True)
+def _colour(key: str | None) -> str:
+    return COLOURS.get(key or "none", COLOURS["none"])
 
 
-def finite(value: Any) -> TypeGuard[float]:
-    """True for a real finite number (not a bool, not None, not NaN/inf); narrows the type for mypy."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def margins(fig: Any, *, left: float, right: float, bottom: float, top: float) -> None:
+    """Margins in inches (fixed layout: much faster than constrained layout, and labels are measured)."""
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height)
 
 
-def fmt(value: Any, digits: int = 3) -> str:
-    """A number with ``digits`` decimals, or an em dash when it is missing or not finite.
-
-    Examples
-    --------
-    >>> fmt(0.12345), fmt(None), fmt(float("nan")), fmt(3, 1)
-    ('0.123', '—', '—', '3.0')
-    """
-    return f"{value:.{digits}f}" if finite(value) else "—"
-
-
-def shorten(text: str, limit: int = _LABEL_MAX) -> str:
-    """``text`` cut to ``limit`` characters with an ellipsis (the full text goes into the tooltip)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def text_width(text: str, size: float = FONT) -> float:
-    """Approximate rendered width in px of ``text`` in the report's sans-serif font."""
-    return len(text) * size * _CHAR_EM
-
-
-# ------------------------------------------------------------------------------------------------ scales
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About ``count`` round tick values covering ``[low, high]`` (steps 1, 2, 2.5 or 5 × 10^k).
-
-    Examples
-    --------
-    >>> nice_ticks(-0.13, 1.04)
-    [-0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25]
-    >>> nice_ticks(0.0, 0.0)
-    [-1.0, 0.0, 1.0]
-    """
-    if not (finite(low) and finite(high)) or high <= low:
-        centre = low if finite(low) else 0.0
-        return [centre - 1.0, centre, centre + 1.0]
-    step = _nice_step((high - low) / max(count, 1))
-    first = math.floor(low / step + 1e-9) * step
-    ticks, k = [], 0
-    while first + k * step < high + step - 1e-9 * step:
-        ticks.append(round(first + k * step, 12) + 0.0)  # + 0.0 turns -0.0 into 0.0
-        k += 1
-    return ticks
-
-
-def _nice_step(raw: float) -> float:
-    power = 10.0 ** math.floor(math.log10(raw))
-    for mantissa in (1.0, 2.0, 2.5, 5.0, 10.0):
-        if raw <= mantissa * power * (1 + 1e-9):
-            return mantissa * power
-    return 10.0 * power
-
-
-def _tick_label(value: float, ticks: Sequence[float]) -> str:
-    step = min((b - a for a, b in itertools.pairwise(ticks)), default=1.0)
-    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) if step > 0 else 0
-    decimals += 1 if step > 0 and round(step / 10.0 ** math.floor(math.log10(step)), 6) == 2.5 else 0
-    return f"{value:.{decimals}f}"
-
-
-@dataclass(frozen=True)
-class Scale:
-    """Map a data interval ``[low, high]`` onto pixels ``[start, end]`` (linearly, or in log10)."""
-
-    low: float
-    high: float
-    start: float
-    end: float
-    log: bool = False
-
-    def __call__(self, value: float) -> float:
-        low, high, v = self.low, self.high, value
-        if self.log:
-            low, high, v = math.log10(low), math.log10(high), math.log10(max(value, self.low))
-        share = 0.5 if high == low else (v - low) / (high - low)
-        return self.start + share * (self.end - self.start)
-
-    def ticks(self, count: int = 5) -> list[float]:
-        """Tick values inside the domain."""
-        if self.log:
-            values = [m * 10.0 ** k for k in range(math.floor(math.log10(self.low)),
-                                                     math.ceil(math.log10(self.high)) + 1) for m in (1, 2, 5)]
-            inside = [v for v in values if self.low * (1 - 1e-9) <= v <= self.high * (1 + 1e-9)]
-            return inside if len(inside) <= 8 else [v for v in inside if round(v / 10 ** math.floor(
-                math.log10(v))) == 1]
-        return [t for t in nice_ticks(self.low, self.high, count)
-                if self.low - 1e-9 <= t <= self.high + 1e-9]
-
-    def label(self, value: float, ticks: Sequence[float]) -> str:
-        """The text of a tick."""
-        if self.log:
-            return f"{value:g}"
-        return _tick_label(value, ticks)
-
-
-def data_domain(values: Sequence[Any], include: Sequence[float] = (),
-                pad: float = 0.04) -> tuple[float, float]:
-    """A padded domain covering the finite ``values`` and ``include``, extended to round ticks."""
-    numbers = [float(v) for v in (*values, *include) if finite(v)]
+def domain(values: Sequence[Any], pad: float = 0.05) -> tuple[float, float]:
+    numbers = [float(v) for v in values if finite(v)]
     if not numbers:
         return 0.0, 1.0
     low, high = min(numbers), max(numbers)
-    if high == low:
+    if high - low < 1e-9:
         low, high = low - 0.5, high + 0.5
     span = high - low
-    ticks = nice_ticks(low - pad * span, high + pad * span)
-    return ticks[0], ticks[-1]
+    return low - pad * span, high + pad * span
 
 
-def log_domain(values: Sequence[Any]) -> tuple[float, float]:
-    """A domain in powers of ten covering the positive ``values``."""
-    positive = [float(v) for v in values if finite(v) and v > 0]
-    if not positive:
-        return 1.0, 10.0
-    return 10.0 ** math.floor(math.log10(min(positive))), 10.0 ** math.ceil(math.log10(max(positive)) + 1e-12)
+def _plain_log_axis(axis: Any) -> None:
+    """Log ticks as plain numbers (the default formatter writes mathtext, which is not parsed here), no minor ticks."""
+    from matplotlib.ticker import FuncFormatter, NullLocator
 
-
-# ------------------------------------------------------------------------------------------------ canvas
-def _num(value: float) -> str:
-    text = f"{value:.1f}"
-    return text[:-2] if text.endswith(".0") else text
-
-
-def _attrs(attrs: Mapping[str, Any]) -> str:
-    parts = []
-    for key, value in attrs.items():
-        if value is None:
-            continue
-        text = _num(value) if isinstance(value, float) else str(value)
-        parts.append(f' {key}="{escape(text)}"')
-    return "".join(parts)
-
-
-class Canvas:
-    """An SVG under construction: elements in drawing order and the count of data marks.
-
-    Examples
-    --------
-    >>> c = Canvas(100, 50, "demo", "A <demo>")
-    >>> c.mark("circle", {"cx": 1.0, "cy": 2.0, "r": 3}, kind="point", tooltip="id & 'x'")
-    >>> c.text(5, 5, "<b>")
-    >>> svg = c.render()
-    >>> 'data-marks="1"' in svg and "&lt;b&gt;" in svg and "id &amp; &#x27;x&#x27;" in svg
-    True
-    """
-
-    def __init__(self, width: float, height: float, kind: str, title: str) -> None:
-        self.width, self.height, self.kind, self.title = width, height, kind, title
-        self.parts: list[str] = []
-        self.marks = 0
-
-    def element(self, tag: str, attrs: Mapping[str, Any], tooltip: str | None = None) -> None:
-        """Draw a non-data element (axis, grid, label background...)."""
-        if tooltip:
-            self.parts.append(f"<{tag}{_attrs(attrs)}><title>{escape(tooltip)}</title></{tag}>")
-        else:
-            self.parts.append(f"<{tag}{_attrs(attrs)}/>")
-
-    def mark(self, tag: str, attrs: Mapping[str, Any], kind: str, tooltip: str | None = None,
-             count: int = 1) -> None:
-        """Draw ``count`` data items as one element with class ``mark <kind>``."""
-        extra = f" {attrs['class']}" if attrs.get("class") else ""
-        self.element(tag, {**attrs, "class": f"mark {kind}{extra}"}, tooltip)
-        self.marks += count
-
-    def text(self, x: float, y: float, text: str, anchor: str = "start", cls: str = "",
-             size: float | None = None, rotate: bool = False, weight: str | None = None,
-             tooltip: str | None = None) -> None:
-        """Draw escaped ``text`` with its baseline at ``y`` (and an optional escaped tooltip)."""
-        attrs = {"x": float(x), "y": float(y), "text-anchor": anchor if anchor != "start" else None,
-                 "class": cls or None, "font-size": size, "font-weight": weight,
-                 "transform": f"rotate(-90 {_num(x)} {_num(y)})" if rotate else None}
-        tip = f"<title>{escape(tooltip)}</title>" if tooltip else ""
-        self.parts.append(f"<text{_attrs(attrs)}>{escape(text)}{tip}</text>")
-
-    def line(self, x1: float, y1: float, x2: float, y2: float, cls: str) -> None:
-        """Draw a non-data line (axis, grid, threshold)."""
-        self.element("line", {"x1": float(x1), "y1": float(y1), "x2": float(x2), "y2": float(y2),
-                              "class": cls})
-
-    def render(self) -> str:
-        """The SVG element (to be inlined in HTML)."""
-        head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="lg-chart lg-{escape(self.kind)}" '
-                f'viewBox="0 0 {_num(self.width)} {_num(self.height)}" width="{_num(self.width)}" '
-                f'height="{_num(self.height)}" role="img" aria-label="{escape(self.title)}" '
-                f'data-marks="{self.marks}"><title>{escape(self.title)}</title>')
-        return head + "".join(self.parts) + "</svg>"
-
-
-def _x_axis(c: Canvas, scale: Scale, y: float, top: float, label: str, ticks: Sequence[float] | None = None,
-            labels: Sequence[str] | None = None) -> None:
-    ticks = list(scale.ticks() if ticks is None else ticks)
-    for i, tick in enumerate(ticks):
-        x = scale(tick)
-        c.line(x, top, x, y, "grid")
-        c.text(x, y + 14, labels[i] if labels else scale.label(tick, ticks), anchor="middle", cls="tick")
-    c.line(scale.start, y, scale.end, y, "axis")
-    if label:
-        c.text((scale.start + scale.end) / 2, y + 30, label, anchor="middle", cls="axis-label")
-
-
-def _y_axis(c: Canvas, scale: Scale, x: float, right: float, label: str) -> None:
-    ticks = scale.ticks()
-    for tick in ticks:
-        y = scale(tick)
-        c.line(x, y, right, y, "grid")
-        c.text(x - 5, y + 4, scale.label(tick, ticks), anchor="end", cls="tick")
-    c.line(x, scale.start, x, scale.end, "axis")
-    if label:
-        c.text(14, (scale.start + scale.end) / 2, label, anchor="middle", cls="axis-label", rotate=True)
-
-
-def _colour(state: str | None) -> str:
-    return COLOURS.get(state or "none", COLOURS["none"])
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(NullLocator())  # minor ticks cost time and add nothing readable here
 
 
 # ------------------------------------------------------------------------------------ interval (forest)
@@ -303,121 +91,192 @@ class IntervalRow:
     threshold: float | None = None
     tooltip: str = ""
 
-
-def interval_chart(rows: Sequence[IntervalRow], *, title: str, x_label: str, width: float = 720,
-                   threshold_label: str = "threshold") -> str:
-    """Point estimates with intervals, one row each (a forest plot), thresholds as red ticks or one line.
-
-    Rows are drawn in the given order, top to bottom; a row without a finite value shows "not computed".
-    When every row has the same threshold it is one dashed vertical line, otherwise a short tick per row.
-
-    Examples
-    --------
-    >>> rows = [IntervalRow("a", 0.9, 0.85, 0.95, "pass", 0.8), IntervalRow("b", None)]
-    >>> svg = interval_chart(rows, title="t", x_label="x")
-    >>> svg.count('class="mark point'), svg.count('class="mark ci'), "not computed" in svg
-    (1, 1, True)
-    """
-    label_w = min(max((text_width(shorten(r.label)) for r in rows), default=40) + 16, 260)
-    value_w, row_h, top = 150, 22, 12
-    height = top + row_h * max(len(rows), 1) + 44
-    c = Canvas(width, height, "intervals", title)
-    values = [v for r in rows for v in (r.value, r.low, r.high, r.threshold)]
-    low, high = data_domain(values, include=(0.0,))
-    scale = Scale(low, high, label_w, width - value_w)
-    bottom = top + row_h * max(len(rows), 1)
-    _x_axis(c, scale, bottom, top, x_label)
-    if 0.0 >= low and 0.0 <= high:
-        c.line(scale(0.0), top, scale(0.0), bottom, "zero")
-    thresholds = {r.threshold for r in rows if finite(r.threshold)}
-    shared = len(thresholds) == 1 and all(finite(r.threshold) for r in rows)
-    if shared:
-        x = scale(thresholds.pop())
-        c.line(x, top - 4, x, bottom, "threshold")
-        c.text(x + 3, top + 6, threshold_label, cls="threshold-label")
-    for i, row in enumerate(rows):
-        _interval_row(c, scale, row, top + i * row_h + row_h / 2, width, draw_threshold=not shared)
-    return c.render()
-
-
-def _interval_row(c: Canvas, scale: Scale, row: IntervalRow, y: float, width: float,
-                  draw_threshold: bool) -> None:
-    c.text(scale.start - 8, y + 4, shorten(row.label), anchor="end", cls="row-label", tooltip=row.label)
-    if draw_threshold and finite(row.threshold):
-        x = scale(float(row.threshold))
-        c.line(x, y - 8, x, y + 8, "threshold")
-    colour = _colour(row.state)
-    tip = row.tooltip or f"{row.label}: {fmt(row.value)} [{fmt(row.low)}, {fmt(row.high)}]"
-    if finite(row.low) and finite(row.high):
-        c.mark("line", {"x1": scale(float(row.low)), "y1": y, "x2": scale(float(row.high)), "y2": y,
-                        "stroke": colour}, kind="ci", tooltip=tip)
-    if finite(row.value):
-        c.mark("circle", {"cx": scale(float(row.value)), "cy": y, "r": 4.5, "fill": colour}, kind="point",
-               tooltip=tip)
-        interval = f" [{fmt(row.low)}, {fmt(row.high)}]" if finite(row.low) and finite(row.high) else ""
-        c.text(scale.end + 10, y + 4, f"{fmt(row.value)}{interval}", cls="value")
-    else:
-        c.text(scale.end + 10, y + 4, "not computed", cls="value muted")
-
-
-# ------------------------------------------------------------------------------------------- triangle
-def triangle_chart(crowd: IntervalRow, trusted: IntervalRow, cross: IntervalRow, normalized: IntervalRow,
-                   *, title: str, names: tuple[str, str] = ("crowd", "trusted")) -> str:
-    r"""The xRR triangle (xRR paper Fig. 4–6): each pool's IRR, κx between them, normalized κx on top.
-
-    The two pools are nodes holding their IRR; the solid edge between them is the cross-replication
-    :math:`\kappa_x` (thicker when higher); the apex holds
-    :math:`\kappa_x / \sqrt{IRR_{crowd} \, IRR_{trusted}}`, coloured by its verdict.
-
-    Examples
-    --------
-    >>> row = IntervalRow("IRR", 0.44, 0.40, 0.48)
-    >>> svg = triangle_chart(row, row, IntervalRow("κx", 0.42, 0.39, 0.45),
-    ...                      IntervalRow("normalized κx", 0.99, 0.95, 1.04, "pass", 0.8), title="t")
-    >>> svg.count('class="mark node'), svg.count('class="mark edge')
-    (3, 1)
-    """
-    width, height = 400, 250
-    c = Canvas(width, height, "triangle", title)
-    left, right, apex = (78.0, 182.0), (322.0, 182.0), (200.0, 52.0)
-    for corner in (left, right):
-        c.line(apex[0], apex[1], corner[0], corner[1], "normalizer")
-    edge_w = 1.5 + 8.0 * max(0.0, min(1.0, float(cross.value))) if finite(cross.value) else 1.5
-    edge_colour = COLOURS["muted"] if not finite(cross.value) else COLOURS["text"]
-    c.mark("line", {"x1": left[0] + 50, "y1": left[1], "x2": right[0] - 50, "y2": right[1],
-                    "stroke": edge_colour, "stroke-width": round(edge_w, 1)}, kind="edge",
-           tooltip=_row_tip(cross))
-    c.text(200, left[1] - 10, f"κx {fmt(cross.value)}", anchor="middle", cls="edge-label", weight="600")
-    c.text(200, left[1] + 22, _interval_text(cross), anchor="middle", cls="small")
-    for (x, y), row, name, pool in ((left, crowd, names[0], "crowd"), (right, trusted, names[1], "trusted")):
-        c.mark("circle", {"cx": x, "cy": y, "r": 48, "fill": "#fff", "stroke": COLOURS[pool],
-                          "stroke-width": 3}, kind="node", tooltip=_row_tip(row))
-        c.text(x, y - 14, name, anchor="middle", cls="node-name", weight="600")
-        c.text(x, y + 4, f"IRR {fmt(row.value)}", anchor="middle")
-        c.text(x, y + 20, _interval_text(row), anchor="middle", cls="small")
-    colour = _colour(normalized.state)
-    c.mark("rect", {"x": apex[0] - 86, "y": apex[1] - 38, "width": 172, "height": 64, "rx": 10,
-                    "fill": "#fff", "stroke": colour, "stroke-width": 3}, kind="node",
-           tooltip=_row_tip(normalized))
-    c.text(apex[0], apex[1] - 18, "normalized κx", anchor="middle", cls="small")
-    c.text(apex[0], apex[1] + 2, fmt(normalized.value), anchor="middle", size=18, weight="700")
-    threshold = f" · min {fmt(normalized.threshold, 2)}" if finite(normalized.threshold) else ""
-    c.text(apex[0], apex[1] + 18, _interval_text(normalized) + threshold, anchor="middle", cls="small")
-    return c.render()
+    def tip(self) -> str:
+        """The row's tooltip (its label, value and interval unless one was given)."""
+        return self.tooltip or f"{self.label}: {fmt(self.value)} {_interval_text(self)}"
 
 
 def _interval_text(row: IntervalRow) -> str:
     return f"[{fmt(row.low)}, {fmt(row.high)}]" if finite(row.low) and finite(row.high) else "no interval"
 
 
-def _row_tip(row: IntervalRow) -> str:
-    return row.tooltip or f"{row.label}: {fmt(row.value)} {_interval_text(row)}"
+def interval_chart(rows: Sequence[IntervalRow], *, title: str, x_label: str,
+                   threshold_label: str = "threshold") -> str:
+    """Point estimates with intervals, one row each (a forest plot), top to bottom in the given order.
+
+    The threshold is one dashed red line when every row shares it, else a red tick on each row; the value
+    and interval are written at the right of each row ("not computed" without a value).
+
+    Examples
+    --------
+    >>> svg = interval_chart([IntervalRow("a", 0.9, 0.85, 0.95, "pass", 0.8), IntervalRow("b", None)],
+    ...                      title="t", x_label="x")
+    >>> svg.count('class="mark point"'), svg.count('class="mark ci"'), "not computed" in svg
+    (1, 1, True)
+    """
+    label_in = min(max((len(shorten(r.label)) for r in rows), default=4) * CHAR_IN + 0.2, 2.6)
+    height = 0.8 + 0.24 * max(len(rows), 1)
+
+    def paint(chart: Chart) -> None:
+        fig = chart.figure
+        margins(fig, left=label_in, right=1.55, bottom=0.5, top=0.2)
+        ax = fig.add_subplot()
+        _intervals(chart, ax, rows, threshold_label)
+        ax.set_xlabel(x_label)
+
+    return draw("intervals", title, (WIDTH, height), paint)
+
+
+def _intervals(chart: Chart, ax: Any, rows: Sequence[IntervalRow], threshold_label: str) -> None:
+    values = [v for r in rows for v in (r.value, r.low, r.high, r.threshold)]
+    low, high = domain([*values, 0.0])
+    ax.set_xlim(low, high)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_yticks(range(len(rows)), [shorten(r.label) for r in rows])
+    ax.tick_params(axis="y", length=0)
+    ax.grid(axis="y", visible=False)
+    if low < 0.0 < high:
+        chart.tag(ax.axvline(0.0, color=COLOURS["muted"], lw=0.8, ls=(0, (2, 3))), "zero")
+    thresholds = {r.threshold for r in rows if finite(r.threshold)}
+    if len(thresholds) == 1 and all(finite(r.threshold) for r in rows):
+        value = thresholds.pop()
+        chart.tag(ax.axvline(value, color=COLOURS["reject"], lw=1.3, ls=(0, (6, 3))), "threshold")
+        chart.tag(ax.text(value, -0.5, f" {threshold_label}", color=COLOURS["reject"], fontsize=7.5,
+                          va="bottom"), "threshold-label")
+    elif thresholds:
+        marked = [(float(r.threshold), i) for i, r in enumerate(rows) if finite(r.threshold)]
+        chart.tag(ax.plot([x for x, _ in marked], [i for _, i in marked], ls="none", marker="|", ms=13,
+                          mew=1.6, color=COLOURS["reject"])[0], "threshold")
+    for state in dict.fromkeys(r.state for r in rows):
+        ci = [(i, r) for i, r in enumerate(rows) if r.state == state and finite(r.low) and finite(r.high)]
+        if ci:
+            lines = ax.hlines([i for i, _ in ci], [r.low for _, r in ci], [r.high for _, r in ci],
+                              colors=_colour(state), lw=2.6, capstyle="round")
+            chart.mark(lines, "ci", len(ci), tooltips=[r.tip() for _, r in ci])
+        dots = [(i, r) for i, r in enumerate(rows) if r.state == state and finite(r.value)]
+        if dots:
+            line = ax.plot([r.value for _, r in dots], [i for i, _ in dots], ls="none", marker="o", ms=6.5,
+                           color=_colour(state))[0]
+            chart.mark(line, "point", len(dots), tooltips=[r.tip() for _, r in dots])
+    side = ax.get_yaxis_transform()
+    for i, r in enumerate(rows):
+        text = f"{fmt(r.value)} {_interval_text(r)}".replace(" no interval", "") if finite(r.value) else (
+            "not computed")
+        ax.text(1.02, i, text, transform=side, va="center", fontsize=7.5,
+                color=COLOURS["text"] if finite(r.value) else COLOURS["muted"])
+
+
+def group_chart(labels: Sequence[str], series: Mapping[str, Sequence[IntervalRow]], *, title: str,
+                x_label: str) -> str:
+    """Several estimates per row (e.g. IRR crowd, IRR trusted and κx per question), offset and coloured.
+
+    ``series`` maps a legend name to one :class:`IntervalRow` per label (its ``state`` names the colour).
+
+    Examples
+    --------
+    >>> svg = group_chart(["a", "b"], {"IRR crowd": [IntervalRow("a", 0.5, 0.4, 0.6, "crowd"),
+    ...                                              IntervalRow("b", None, state="crowd")]}, title="t", x_label="x")
+    >>> svg.count('class="mark point"'), 'data-marks="2"' in svg
+    (1, True)
+    """
+    label_in = min(max((len(shorten(str(q))) for q in labels), default=4) * CHAR_IN + 0.2, 2.6)
+    height = 1.0 + 0.3 * max(len(labels), 1)
+
+    def paint(chart: Chart) -> None:
+        fig = chart.figure
+        margins(fig, left=label_in, right=0.3, bottom=0.5, top=0.45)
+        ax = fig.add_subplot()
+        values = [v for rows in series.values() for r in rows for v in (r.value, r.low, r.high)]
+        ax.set_xlim(*domain([*values, 0.0]))
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        ax.set_yticks(range(len(labels)), [shorten(str(q)) for q in labels])
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="y", visible=False)
+        offsets = [0.0] if len(series) == 1 else [(k / (len(series) - 1) - 0.5) * 0.5 for k in range(len(series))]
+        handles = []
+        for offset, (name, rows) in zip(offsets, series.items(), strict=True):
+            colour = _colour(rows[0].state if rows else None)
+            ci = [(i + offset, r) for i, r in enumerate(rows) if finite(r.low) and finite(r.high)]
+            if ci:
+                lines = ax.hlines([y for y, _ in ci], [r.low for _, r in ci], [r.high for _, r in ci],
+                                  colors=colour, lw=2.0, alpha=0.8)
+                chart.mark(lines, "ci", len(ci), tooltips=[r.tip() for _, r in ci])
+            dots = [(i + offset, r) for i, r in enumerate(rows) if finite(r.value)]
+            if dots:
+                line = ax.plot([r.value for _, r in dots], [y for y, _ in dots], ls="none", marker="o", ms=5,
+                               color=colour, label=name)[0]
+                chart.mark(line, "point", len(dots), tooltips=[r.tip() for _, r in dots])
+                handles.append(line)
+        if handles:
+            ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=len(handles),
+                      borderaxespad=0.2)
+        ax.set_xlabel(x_label)
+
+    return draw("groups", title, (WIDTH, height), paint)
+
+
+# ------------------------------------------------------------------------------------------- triangle
+def triangle_chart(crowd: IntervalRow, trusted: IntervalRow, cross: IntervalRow, normalized: IntervalRow,
+                   *, title: str, names: tuple[str, str] = ("crowd", "trusted")) -> str:
+    r"""The xRR triangle (xRR paper Fig. 4–6) and, beside it, the same four estimates as intervals.
+
+    The two pools are nodes holding their IRR; the solid edge between them is the cross-replication
+    :math:`\kappa_x` (thicker when higher); the apex holds :math:`\kappa_x / \sqrt{IRR_{crowd} IRR_{trusted}}`
+    with its minimum, outlined in its verdict's colour.
+
+    Examples
+    --------
+    >>> row = IntervalRow("IRR", 0.44, 0.40, 0.48)
+    >>> svg = triangle_chart(row, row, IntervalRow("κx", 0.42, 0.39, 0.45),
+    ...                      IntervalRow("normalized κx", 0.99, 0.95, 1.04, "pass", 0.8), title="t")
+    >>> svg.count('class="mark node"'), svg.count('class="mark edge"')
+    (3, 1)
+    """
+    def paint(chart: Chart) -> None:
+        from matplotlib.patches import Circle, FancyBboxPatch
+
+        fig = chart.figure
+        ax = fig.add_axes((0.0, 0.02, 0.5, 0.96))
+        ax.set_xlim(0, 400)
+        ax.set_ylim(0, 250)
+        ax.set_aspect("equal")
+        ax.set_axis_off()
+        left, right, apex = (66.0, 66.0), (334.0, 66.0), (200.0, 196.0)
+        for corner in (left, right):
+            chart.tag(ax.plot([apex[0], corner[0]], [apex[1], corner[1]], color=COLOURS["muted"], lw=1,
+                              ls=(0, (4, 3)))[0], "normalizer")
+        width = 1.5 + 8.0 * max(0.0, min(1.0, float(cross.value))) if finite(cross.value) else 1.5
+        edge = ax.plot([left[0] + 58, right[0] - 58], [left[1], right[1]], lw=width,
+                       color=COLOURS["text"] if finite(cross.value) else COLOURS["muted"])[0]
+        chart.mark(edge, "edge", tooltip=cross.tip())
+        ax.text(200, left[1] + 12, f"κx {fmt(cross.value)}", ha="center", zorder=4, fontsize=9, fontweight="bold")
+        ax.text(200, left[1] - 24, _interval_text(cross), ha="center", zorder=4, fontsize=7.5, color=COLOURS["muted"])
+        for (x, y), row, name, pool in ((left, crowd, names[0], "crowd"), (right, trusted, names[1], "trusted")):
+            chart.mark(ax.add_patch(Circle((x, y), 58, facecolor="white", edgecolor=COLOURS[pool], lw=2.5,
+                                             zorder=3)),
+                       "node", tooltip=row.tip())
+            ax.text(x, y + 14, name, ha="center", zorder=4, fontsize=9, fontweight="bold")
+            ax.text(x, y - 4, f"IRR {fmt(row.value)}", ha="center", zorder=4, fontsize=8.5)
+            ax.text(x, y - 22, _interval_text(row), ha="center", zorder=4, fontsize=7, color=COLOURS["muted"])
+        box = FancyBboxPatch((apex[0] - 86, apex[1] - 30), 172, 64, boxstyle="round,pad=0,rounding_size=10",
+                             facecolor="white", edgecolor=_colour(normalized.state), lw=2.5, zorder=3)
+        chart.mark(ax.add_patch(box), "node", tooltip=normalized.tip())
+        ax.text(apex[0], apex[1] + 18, "normalized κx", ha="center", zorder=4, fontsize=7.5, color=COLOURS["muted"])
+        ax.text(apex[0], apex[1] - 2, fmt(normalized.value), ha="center", zorder=4, fontsize=13, fontweight="bold")
+        minimum = f" · min {fmt(normalized.threshold, 2)}" if finite(normalized.threshold) else ""
+        ax.text(apex[0], apex[1] - 20, _interval_text(normalized) + minimum, ha="center", zorder=4, fontsize=7.5,
+                color=COLOURS["muted"])
+        side = fig.add_axes((0.64, 0.2, 0.17, 0.72))
+        _intervals(chart, side, [crowd, trusted, cross, normalized], "minimum")
+        side.set_xlabel("value")
+
+    return draw("triangle", title, (WIDTH, 2.6), paint)
 
 
 # -------------------------------------------------------------------------------------------- scatter
 @dataclass
 class Point:
-    """One scatter point with optional intervals in x and y."""
+    """One scatter point with optional intervals; ``callout`` is a short key (e.g. a rank) drawn beside it."""
 
     x: float | None
     y: float | None
@@ -429,326 +288,202 @@ class Point:
     tooltip: str = ""
     highlight: bool = False
     group: str = "none"
+    callout: str = ""
+
+    def tip(self) -> str:
+        """The point's tooltip."""
+        return self.tooltip or f"{self.label}: ({fmt(self.x)}, {fmt(self.y)})"
 
 
 def scatter_chart(points: Sequence[Point], *, title: str, x_label: str, y_label: str, log_x: bool = False,
-                  diagonal: bool = False, y_line: float | None = None, y_line_label: str = "",
-                  max_points: int = MAX_POINTS, all_intervals: bool = False, width: float = 720,
-                  height: float = 380) -> str:
-    """A scatter plot; highlighted points are red, labelled and drawn last (on top) with their intervals.
+                  diagonal: bool = False, all_intervals: bool = False, names: Mapping[str, str] | None = None,
+                  highlight_name: str = "flagged", callout_title: str = "") -> str:
+    """A scatter that stays readable with thousands of points and hundreds of highlighted ones.
 
-    ``all_intervals`` draws the intervals (whiskers) of every point, not only of the highlighted ones.
-
-    Points without finite x and y are not drawn. When more than ``max_points`` ordinary points remain, they
-    are drawn as one compact path of dots (class ``mark cloud``, ``data-n`` = their number) without
-    per-point tooltips, which keeps a report with thousands of raters small; highlighted points always
-    keep their own element and tooltip.
+    Ordinary points are translucent dots coloured by ``group`` (legend names from ``names``), without labels;
+    highlighted points are red and drawn on top; at most :data:`MAX_LABELS` points with a ``callout`` key get
+    that key beside them, their intervals, and their label in a key column right of the axes
+    (``callout_title`` above it), so the number of labels does not grow with the data.
+    ``all_intervals`` draws every point's intervals (for a few points only). Points without finite x and y
+    (or x ≤ 0 on a log axis) are not drawn. Every highlighted point keeps its tooltip; ordinary points keep
+    theirs up to 400 per group, and a group of more than 2 000 is drawn as a hexagonal density map.
 
     Examples
     --------
-    >>> pts = [Point(1, 0.5, label="a"), Point(10, 0.2, label="<b>", highlight=True), Point(None, 1)]
+    >>> pts = [Point(1, 0.5, label="a"), Point(10, 0.2, label="<b>", highlight=True, callout="1"),
+    ...        Point(None, 1)]
     >>> svg = scatter_chart(pts, title="t", x_label="n", y_label="κ", log_x=True)
-    >>> svg.count('class="mark point'), 'data-marks="2"' in svg, "&lt;b&gt;" in svg
-    (2, True, True)
+    >>> svg.count('class="mark cloud"'), svg.count('class="mark point highlight"'), 'data-marks="2"' in svg
+    (1, 1, True)
+    >>> "&lt;b&gt;" in svg and "<b>" not in svg
+    True
     """
     drawn = [p for p in points if finite(p.x) and finite(p.y) and (not log_x or float(p.x) > 0)]
-    left, bottom_pad, top, right = 64.0, 48.0, 14.0, 24.0
-    c = Canvas(width, height, "scatter", title)
-    xs = [v for p in drawn for v in (p.x, p.x_low, p.x_high)]
-    ys = [v for p in drawn for v in (p.y, p.y_low, p.y_high)] + ([y_line] if finite(y_line) else [])
-    x_dom = log_domain(xs) if log_x else data_domain(xs)
-    y_dom = data_domain(ys)
-    if diagonal:
-        x_dom = y_dom = (min(x_dom[0], y_dom[0]), max(x_dom[1], y_dom[1]))
-    sx = Scale(x_dom[0], x_dom[1], left, width - right, log=log_x)
-    sy = Scale(y_dom[0], y_dom[1], height - bottom_pad, top)
-    _x_axis(c, sx, height - bottom_pad, top, x_label)
-    _y_axis(c, sy, left, width - right, y_label)
-    if diagonal:
-        c.line(sx(x_dom[0]), sy(x_dom[0]), sx(x_dom[1]), sy(x_dom[1]), "diagonal")
-    if finite(y_line):
-        c.line(left, sy(float(y_line)), width - right, sy(float(y_line)), "threshold")
-        c.text(width - right - 4, sy(float(y_line)) - 4, y_line_label, anchor="end", cls="threshold-label")
-    ordinary = [p for p in drawn if not p.highlight]
-    if len(ordinary) > max_points:
-        _cloud(c, ordinary, sx, sy)
-    else:
-        for p in ordinary:
-            _scatter_point(c, p, sx, sy, all_intervals)
-    for p in (p for p in drawn if p.highlight):
-        _scatter_point(c, p, sx, sy, True)
-    if not drawn:
-        c.text(width / 2, height / 2, "no point to draw", anchor="middle", cls="muted")
-    return c.render()
+    callouts = sorted((p for p in drawn if p.callout), key=lambda p: sort_key(p.callout))[:MAX_LABELS]
+    label_in = max((len(shorten(p.label, 22)) + 3 for p in [*callouts, Point(0, 0, label=callout_title)]),
+                   default=0) * CHAR_IN + 0.4
+
+    def paint(chart: Chart) -> None:
+        fig = chart.figure
+        margins(fig, left=0.7, right=label_in if callouts else 0.25, bottom=0.5, top=0.35)
+        ax = fig.add_subplot()
+        xs = [v for p in drawn for v in (p.x, p.x_low, p.x_high)]
+        ys = [v for p in drawn for v in (p.y, p.y_low, p.y_high)]
+        x_dom, y_dom = _log_domain(xs) if log_x else domain(xs), domain(ys)
+        if diagonal:
+            x_dom = y_dom = (min(x_dom[0], y_dom[0]), max(x_dom[1], y_dom[1]))
+            chart.tag(ax.plot(x_dom, y_dom, color=COLOURS["muted"], lw=1, ls=(0, (4, 3)))[0], "diagonal")
+        if log_x:
+            ax.set_xscale("log")
+            _plain_log_axis(ax.xaxis)
+        ax.set_xlim(*x_dom)
+        ax.set_ylim(*y_dom)
+        handles = [*_clouds(chart, ax, [p for p in drawn if not p.highlight], names or {}, x_dom, y_dom, log_x)]
+        flagged = [p for p in drawn if p.highlight]
+        whiskers = drawn if all_intervals else callouts
+        _whiskers(chart, ax, whiskers)
+        if flagged:
+            line = ax.plot([p.x for p in flagged], [p.y for p in flagged], ls="none", marker="o",
+                           ms=5.5 if len(flagged) <= 50 else 4.5, color=COLOURS["reject"], mec="white", mew=0.6,
+                           alpha=0.9 if len(flagged) <= 50 else 0.7, label=f"{highlight_name} ({len(flagged):,})")
+            chart.mark(line[0], "point highlight", len(flagged), tooltips=[p.tip() for p in flagged])
+            handles.append(line[0])
+        _callouts(chart, ax, callouts, callout_title)
+        if len(handles) > 1 or flagged:
+            ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=len(handles),
+                      borderaxespad=0.2, handletextpad=0.3, columnspacing=1.2)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        if not drawn:
+            ax.text(0.5, 0.5, "no point to draw", transform=ax.transAxes, ha="center", color=COLOURS["muted"])
+
+    return draw("scatter", title, (WIDTH, 3.9), paint)
 
 
-def _scatter_point(c: Canvas, p: Point, sx: Scale, sy: Scale, whiskers: bool) -> None:
-    colour = COLOURS["reject"] if p.highlight else _colour(p.group)
-    x, y = sx(float(p.x)), sy(float(p.y))  # type: ignore[arg-type]
-    tip = p.tooltip or f"{p.label}: ({fmt(p.x)}, {fmt(p.y)})"
-    if whiskers and finite(p.y_low) and finite(p.y_high):
-        c.element("line", {"x1": x, "y1": sy(float(p.y_low)), "x2": x, "y2": sy(float(p.y_high)),
-                           "stroke": colour, "class": "whisker"})
-    if whiskers and finite(p.x_low) and finite(p.x_high):
-        c.element("line", {"x1": sx(float(p.x_low)), "y1": y, "x2": sx(float(p.x_high)), "y2": y,
-                           "stroke": colour, "class": "whisker"})
-    c.mark("circle", {"cx": x, "cy": y, "r": 5 if p.highlight else 3.5, "fill": colour,
-                      "class": "highlight" if p.highlight else None}, kind="point", tooltip=tip)
-    if p.highlight and p.label:
-        c.text(x + 7, y - 6, shorten(p.label, 24), cls="point-label")
+def _log_domain(values: Sequence[Any]) -> tuple[float, float]:
+    positive = [float(v) for v in values if finite(v) and v > 0]
+    if not positive:
+        return 1.0, 10.0
+    low, high = min(positive), max(positive)
+    return low / 1.4, high * 1.4
 
 
-def _cloud(c: Canvas, points: Sequence[Point], sx: Scale, sy: Scale) -> None:
-    """Many points as one path of round dots: whole pixels, duplicates once, relative moves (small)."""
-    pixels = sorted({(round(sx(float(p.x))), round(sy(float(p.y)))) for p in points})  # type: ignore[arg-type]
-    c.mark("path", {"d": dots_path(pixels), "stroke": COLOURS["none"], "stroke-width": 5,
-                    "stroke-linecap": "round", "stroke-opacity": 0.55, "fill": "none", "data-n": len(points),
-                    "data-dots": len(pixels)}, kind="cloud",
-           tooltip=f"{len(points)} points (too many for one tooltip each)", count=len(points))
+def _clouds(chart: Chart, ax: Any, points: Sequence[Point], names: Mapping[str, str],
+            x_dom: tuple[float, float], y_dom: tuple[float, float], log_x: bool) -> list[Any]:
+    """Ordinary points per group: translucent dots (the more points, the more transparent), or above 2 000
+    points a hexagonal density map in the group's colour (darker: more points), which keeps the figure small
+    and shows where the mass is, which overlapping dots cannot."""
+    handles = []
+    for group in dict.fromkeys(p.group for p in points):
+        mine = [p for p in points if p.group == group]
+        name = f"{names.get(group, group)} ({len(mine):,})"
+        if len(mine) > _DENSITY_ABOVE:
+            handles.append(_density(chart, ax, mine, _colour(group), f"{name}, darker: more", x_dom, y_dom, log_x))
+            continue
+        alpha = max(0.18, min(0.85, 7.0 / math.sqrt(len(mine))))
+        line = ax.plot([p.x for p in mine], [p.y for p in mine], ls="none", marker="o",
+                       ms=4.5 if len(mine) <= 200 else 3.5, mew=0, alpha=alpha, color=_colour(group), label=name)[0]
+        tips = [p.tip() for p in mine] if len(mine) <= _TOOLTIPS_UP_TO else []
+        chart.mark(line, "cloud", len(mine), tooltip="" if tips else f"{name}: too many for one tooltip each",
+                   tooltips=tips)
+        handles.append(line)
+    return handles
 
 
-def dots_path(pixels: Sequence[tuple[int, int]]) -> str:
-    """SVG path data drawing a zero-length segment (a dot, with round caps) at each pixel.
+def _density(chart: Chart, ax: Any, points: Sequence[Point], colour: str, name: str, x_dom: tuple[float, float],
+             y_dom: tuple[float, float], log_x: bool) -> Any:
+    from matplotlib.colors import LinearSegmentedColormap
+    from matplotlib.patches import Patch
 
-    Examples
-    --------
-    >>> dots_path([(10, 20), (12, 18), (12, 25)])
-    'M10 20h0m2 -2h0m0 7h0'
+    x0, x1 = (math.log10(x_dom[0]), math.log10(x_dom[1])) if log_x else x_dom
+    cells = ax.hexbin([p.x for p in points], [p.y for p in points], gridsize=(60, 24), mincnt=1, bins="log",
+                      xscale="log" if log_x else "linear", extent=(x0, x1, *y_dom), linewidths=0,
+                      cmap=LinearSegmentedColormap.from_list("density", ["#d0e2f7", colour]))
+    chart.mark(cells, "cloud density", len(points), tooltip=f"{name}: {len(points):,} points as a density map")
+    return Patch(color=colour, label=name)  # the legend's swatch (a collection would show the default colour)
+
+
+def _whiskers(chart: Chart, ax: Any, points: Sequence[Point]) -> None:
+    vertical = [p for p in points if finite(p.y_low) and finite(p.y_high)]
+    if vertical:
+        chart.tag(ax.vlines([p.x for p in vertical], [p.y_low for p in vertical], [p.y_high for p in vertical],
+                            colors=[_colour("reject" if p.highlight else p.group) for p in vertical], lw=1.2,
+                            alpha=0.7), "whisker")
+    horizontal = [p for p in points if finite(p.x_low) and finite(p.x_high)]
+    if horizontal:
+        chart.tag(ax.hlines([p.y for p in horizontal], [p.x_low for p in horizontal],
+                            [p.x_high for p in horizontal],
+                            colors=[_colour("reject" if p.highlight else p.group) for p in horizontal], lw=1.2,
+                            alpha=0.7), "whisker")
+
+
+def _callouts(chart: Chart, ax: Any, points: Sequence[Point], title: str) -> None:
+    """A short key beside each point, and a column right of the axes listing each key with its full label.
+
+    Keys are one or two characters, placed on the first side of their dot (right, left, below, above) where
+    they cover no other key; the long labels sit in the column in key order, never over the data.
     """
-    if not pixels:
-        return ""
-    (x0, y0), parts = pixels[0], [f"M{pixels[0][0]} {pixels[0][1]}h0"]
-    for x, y in pixels[1:]:
-        parts.append(f"m{x - x0} {y - y0}h0")
-        x0, y0 = x, y
-    return "".join(parts)
-
-
-# ---------------------------------------------------------------------------------------- time series
-@dataclass
-class TimePoint:
-    """One window of a monitored metric."""
-
-    t: datetime
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    tooltip: str = ""
-
-
-@dataclass
-class Series:
-    """A line with an optional interval band."""
-
-    name: str
-    points: list[TimePoint]
-    dashed: bool = False
-    colour: str = COLOURS["none"]
-    band: bool = True
-    markers: bool = True
-
-
-@dataclass
-class Span:
-    """A shaded time span (a drift episode); ``end`` None means still open (to the right edge)."""
-
-    start: datetime
-    end: datetime | None
-    kind: str = "change"
-    tooltip: str = ""
-
-
-@dataclass
-class _TimeScale:
-    scale: Scale
-    ticks: list[float] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-
-
-def _epoch(t: datetime) -> float:
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
-
-
-_SECONDS, _MINUTES, _HOURS, _DAYS = "%H:%M:%S", "%H:%M", "%m-%d %H:%M", "%Y-%m-%d"
-_UNITS = [(1, _SECONDS), (5, _SECONDS), (15, _SECONDS), (30, _SECONDS), (60, _MINUTES), (300, _MINUTES),
-          (900, _MINUTES), (1800, _MINUTES), (3600, _HOURS), (3 * 3600, _HOURS), (6 * 3600, _HOURS),
-          (12 * 3600, _HOURS), (86400, _DAYS), (2 * 86400, _DAYS), (7 * 86400, _DAYS), (14 * 86400, _DAYS),
-          (30 * 86400, _DAYS), (91 * 86400, _DAYS), (365 * 86400, "%Y")]
-
-
-def time_scale(times: Sequence[datetime], start: float, end: float) -> _TimeScale:
-    """A linear scale over UTC instants (3 % padding) with ticks on round seconds to years (2 to 9 ticks).
-
-    Below a day the first tick also shows the date.
-
-    Examples
-    --------
-    >>> ts = time_scale([datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 8, tzinfo=UTC)], 0, 100)
-    >>> ts.labels[0], len(ts.labels)
-    ('2024-01-01', 8)
-    >>> t = datetime(2024, 1, 1, 8, 38, 18, tzinfo=UTC)
-    >>> time_scale([t, t + timedelta(seconds=4)], 0, 100).labels[:2]
-    ['2024-01-01 08:38:00', '08:38:15']
-    """
-    epochs = [_epoch(t) for t in times] or [0.0]
-    low, high = min(epochs), max(epochs)
-    if high - low < 60:  # one instant or a few seconds: a one-minute frame around them
-        centre = (low + high) / 2
-        low, high = centre - 30, centre + 30
-    pad = 0.03 * (high - low)
-    low, high = low - pad, high + pad
-    unit, pattern = next(((u, p) for u, p in _UNITS if (high - low) / u <= 8), _UNITS[-1])
-    first = math.ceil(low / unit) * unit
-    ticks = [float(first + k * unit) for k in range(int((high - first) // unit) + 1)]
-    labels = [datetime.fromtimestamp(t, UTC).strftime(pattern) for t in ticks]
-    if labels and unit < 86400:
-        dated = "%Y-%m-%d " + pattern.removeprefix("%m-%d ")
-        labels[0] = datetime.fromtimestamp(ticks[0], UTC).strftime(dated)
-    return _TimeScale(Scale(low, high, start, end), ticks, labels)
-
-
-def time_series_chart(series: Sequence[Series], *, title: str, y_label: str,
-                      thresholds: Sequence[tuple[datetime, float]] = (), spans: Sequence[Span] = (),
-                      width: float = 720, height: float = 300) -> str:
-    """Values over time with interval bands, threshold steps and shaded episodes.
-
-    Marks: one ``band`` per series with ``band`` set and at least one interval, one ``line`` per series with
-    two or more finite points, one ``point`` (with its tooltip) per finite window of a series with
-    ``markers`` set, one ``episode`` per span. Several series get a legend (dashed swatches for dashed
-    series).
-
-    Examples
-    --------
-    >>> t0 = datetime(2024, 1, 1, tzinfo=UTC)
-    >>> pts = [TimePoint(t0 + timedelta(days=d), 0.8 - d / 20, 0.7 - d / 20, 0.9 - d / 20) for d in range(5)]
-    >>> svg = time_series_chart([Series("window", pts)], title="t", y_label="κ",
-    ...                         thresholds=[(t0, 0.7)], spans=[Span(t0 + timedelta(days=3), None)])
-    >>> [svg.count(f'class="mark {k}') for k in ("band", "line", "point", "episode")]
-    [1, 1, 5, 1]
-    """
-    left, bottom_pad, right = 64.0, 48.0, 24.0
-    top = 30.0 if len(series) > 1 else 14.0
-    c = Canvas(width, height, "timeseries", title)
-    times = [p.t for s in series for p in s.points] + [s.start for s in spans] + [
-        s.end for s in spans if s.end is not None]
-    ts = time_scale(times, left, width - right)
-    ys = [v for s in series for p in s.points for v in (p.value, p.low, p.high)] + [v for _, v in thresholds]
-    sy = Scale(*data_domain(ys), height - bottom_pad, top)
-    for span in spans:
-        _episode(c, span, ts.scale, top, height - bottom_pad)
-    _x_axis(c, ts.scale, height - bottom_pad, top, "", ticks=ts.ticks, labels=ts.labels)
-    _y_axis(c, sy, left, width - right, y_label)
-    _threshold_steps(c, thresholds, ts.scale, sy)
-    for s in series:
-        _series(c, s, ts.scale, sy)
-    if len(series) > 1:
-        _legend(c, series, left)
-    if not any(finite(p.value) for s in series for p in s.points):
-        c.text(width / 2, height / 2, "no window with a value", anchor="middle", cls="muted")
-    return c.render()
-
-
-def _legend(c: Canvas, series: Sequence[Series], left: float) -> None:
-    x = left
-    for s in series:
-        c.element("line", {"x1": x, "y1": 12.0, "x2": x + 22, "y2": 12.0, "stroke": s.colour,
-                           "stroke-width": 2, "stroke-dasharray": "6 4" if s.dashed else None})
-        c.text(x + 27, 16, shorten(s.name, 28), cls="legend")
-        x += 40 + text_width(shorten(s.name, 28), 11)
-
-
-def _episode(c: Canvas, span: Span, sx: Scale, top: float, bottom: float) -> None:
-    x0 = max(sx.start, sx(_epoch(span.start)))
-    x1 = sx.end if span.end is None else min(sx.end, sx(_epoch(span.end)))
-    colour = COLOURS.get(span.kind, COLOURS["change"])
-    c.mark("rect", {"x": x0, "y": top, "width": max(x1 - x0, 2.0), "height": bottom - top, "fill": colour,
-                    "fill-opacity": 0.12}, kind="episode", tooltip=span.tooltip or f"{span.kind} episode")
-
-
-def _threshold_steps(c: Canvas, thresholds: Sequence[tuple[datetime, float]], sx: Scale, sy: Scale) -> None:
-    steps = sorted(((_epoch(t), float(v)) for t, v in thresholds if finite(v)), key=lambda tv: tv[0])
-    if not steps:
+    if not points:
         return
-    if len({v for _, v in steps}) == 1:
-        y = sy(steps[0][1])
-        c.line(sx.start, y, sx.end, y, "threshold")
-        c.text(sx.start + 4, y - 4, f"threshold {fmt(steps[0][1], 2)}", cls="threshold-label")
-        return
-    path = [f"M{_num(sx.start)} {_num(sy(steps[0][1]))}"]
-    for t, v in steps[1:]:
-        path.append(f"H{_num(sx(t))}V{_num(sy(v))}")
-    path.append(f"H{_num(sx.end)}")
-    c.element("path", {"d": "".join(path), "class": "threshold", "fill": "none"})
-
-
-def _series(c: Canvas, s: Series, sx: Scale, sy: Scale) -> None:
-    pts = sorted((p for p in s.points if finite(p.value)), key=lambda p: _epoch(p.t))
-    banded = [p for p in pts if finite(p.low) and finite(p.high)] if s.band else []
-    if banded:
-        upper = [(sx(_epoch(p.t)), sy(float(p.high))) for p in banded]  # type: ignore[arg-type]
-        lower = [(sx(_epoch(p.t)), sy(float(p.low))) for p in reversed(banded)]  # type: ignore[arg-type]
-        if len(banded) == 1:  # one window: a 4 px wide bar
-            (x, y_high), (_, y_low) = upper[0], lower[0]
-            upper, lower = [(x - 2, y_high), (x + 2, y_high)], [(x + 2, y_low), (x - 2, y_low)]
-        d = "M" + "L".join(f"{_num(x)} {_num(y)}" for x, y in upper + lower) + "Z"
-        c.mark("path", {"d": d, "fill": s.colour, "fill-opacity": 0.15, "stroke": "none"}, kind="band",
-               tooltip=f"{s.name}: interval band")
-    if len(pts) >= 2:
-        d = "M" + "L".join(f"{_num(sx(_epoch(p.t)))} {_num(sy(float(p.value)))}" for p in pts)  # type: ignore[arg-type]
-        c.mark("path", {"d": d, "fill": "none", "stroke": s.colour, "stroke-width": 2,
-                        "stroke-dasharray": "6 4" if s.dashed else None}, kind="line", tooltip=s.name)
-    for p in pts if s.markers else ():
-        tip = p.tooltip or f"{s.name} {p.t.isoformat()}: {fmt(p.value)} [{fmt(p.low)}, {fmt(p.high)}]"
-        c.mark("circle", {"cx": sx(_epoch(p.t)), "cy": sy(float(p.value)), "r": 3, "fill": s.colour},  # type: ignore[arg-type]
-               kind="point", tooltip=tip)
+    placed: list[tuple[float, float, float, float]] = []
+    for p in points:  # beside the dot, on the first side where it covers no key already placed
+        px, py = ax.transData.transform((p.x, p.y))  # points: the figures use 72 dpi
+        width, height = 4.8 * len(p.callout) + 1, 8.0
+        for dx, dy in ((3, 1), (-3 - width, 1), (3, -1 - height), (-3 - width, -1 - height), (3, 2 + height),
+                       (-3 - width, 2 + height)):
+            box = (px + dx, py + dy, px + dx + width, py + dy + height)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        placed.append(box)
+        chart.tag(ax.annotate(p.callout, xy=(p.x, p.y), xytext=(dx, dy), textcoords="offset points", va="bottom",
+                              fontsize=7.5, fontweight="bold", color=COLOURS["text"], annotation_clip=False),
+                  "callout")
+    chart.tag(ax.text(1.03, 1.0, title, transform=ax.transAxes, va="top", fontsize=7.5, color=COLOURS["muted"]),
+              "callout-title")
+    for k, p in enumerate(points):
+        chart.tag(ax.text(1.03, 0.92 - 0.075 * k, f"{p.callout}  {shorten(p.label, 22)}", transform=ax.transAxes,
+                          va="top", fontsize=7.5, color=COLOURS["text"]), "callout-key")
 
 
 # ----------------------------------------------------------------------------------------------- bars
-def bar_chart(groups: Mapping[str, Mapping[Any, int]], *, title: str, x_label: str, y_label: str,
-              width: float = 720, height: float = 260) -> str:
+def bar_chart(groups: Mapping[str, Mapping[Any, int]], *, title: str, x_label: str, y_label: str) -> str:
     """Grouped bars: one group per category key (e.g. ratings per item), one bar per series (e.g. pool).
 
     Examples
     --------
     >>> svg = bar_chart({"crowd": {3: 10, 5: 2}, "trusted": {3: 7}}, title="t", x_label="k", y_label="items")
-    >>> svg.count('class="mark bar')
+    >>> svg.count('class="mark bar"')
     3
     """
-    keys = sorted({k for counts in groups.values() for k in counts}, key=_sort_key)
-    left, bottom_pad, top, right = 64.0, 48.0, 24.0, 24.0
-    c = Canvas(width, height, "bars", title)
-    top_value = max((v for counts in groups.values() for v in counts.values() if finite(v)), default=1)
-    sy = Scale(0.0, data_domain([top_value], include=(0.0,), pad=0.0)[1], height - bottom_pad, top)
-    _y_axis(c, sy, left, width - right, y_label)
-    slot = (width - right - left) / max(len(keys), 1)
-    names = list(groups)
-    bar_w = max(min(slot * 0.8 / max(len(names), 1), 40.0), 1.0)
-    for i, key in enumerate(keys):
-        centre = left + slot * (i + 0.5)
-        if len(keys) <= 30 or i % math.ceil(len(keys) / 30) == 0:
-            c.text(centre, height - bottom_pad + 14, shorten(str(key), 6), anchor="middle", cls="tick")
-        for j, name in enumerate(names):
-            value = groups[name].get(key)
-            if not finite(value) or value <= 0:
+    keys = sorted({k for counts in groups.values() for k in counts}, key=sort_key)
+
+    def paint(chart: Chart) -> None:
+        fig = chart.figure
+        margins(fig, left=0.7, right=0.25, bottom=0.5, top=0.35)
+        ax = fig.add_subplot()
+        width = 0.8 / max(len(groups), 1)
+        for j, (name, counts) in enumerate(groups.items()):
+            colour = COLOURS.get(name) or ("#0969da", "#8250df", "#bf8700", "#1a7f37")[j % 4]
+            bars = [(i, key, float(value)) for i, key in enumerate(keys)
+                    if finite(value := counts.get(key)) and value > 0]
+            if not bars:
                 continue
-            x = centre - bar_w * len(names) / 2 + j * bar_w
-            c.mark("rect", {"x": x, "y": sy(float(value)), "width": max(bar_w - 1, 0.5),
-                            "height": sy(0.0) - sy(float(value)), "fill": _pool_colour(name, j)},
-                   kind="bar", tooltip=f"{name}: {value} with {key}")
-    c.line(left, sy(0.0), width - right, sy(0.0), "axis")
-    c.text((left + width - right) / 2, height - 10, x_label, anchor="middle", cls="axis-label")
-    for j, name in enumerate(names):
-        c.element("rect", {"x": left + 8 + j * 130, "y": 6, "width": 10, "height": 10,
-                           "fill": _pool_colour(name, j)})
-        c.text(left + 22 + j * 130, 15, shorten(name, 16), cls="legend")
-    return c.render()
+            drawn = ax.bar([i - 0.4 + width * (j + 0.5) for i, _, _ in bars], [v for _, _, v in bars], width * 0.92,
+                           color=colour, label=name)
+            for patch, (_, key, height) in zip(drawn.patches, bars, strict=True):
+                chart.mark(patch, "bar", tooltip=f"{name}: {height:,.0f} items with {key}")
+        step = max(1, math.ceil(len(keys) / 30))
+        ax.set_xticks(range(0, len(keys), step), [shorten(str(k), 6) for k in keys[::step]])
+        ax.set_xlim(-0.6, len(keys) - 0.4)
+        ax.grid(axis="x", visible=False)
+        ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncols=max(len(groups), 1), borderaxespad=0.2)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+
+    return draw("bars", title, (WIDTH, 2.7), paint)
 
 
-def _pool_colour(name: str, index: int) -> str:
-    return COLOURS.get(name) or ("#0969da", "#8250df", "#bf8700", "#1a7f37")[index % 4]
-
-
-def _sort_key(key: Any) -> tuple[int, float, str]:
+def sort_key(key: Any) -> tuple[int, float, str]:
     try:
         return 0, float(key), ""
     except (TypeError, ValueError):
