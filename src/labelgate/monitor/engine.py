@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 import uuid
 from collections.abc import Iterable
@@ -26,6 +25,7 @@ import pandas as pd
 from sqlalchemy import Engine, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from labelgate.core.labels import label_key, label_number, plain_label
 from labelgate.errors import InputError, Reason
 from labelgate.metrics.diagnostics import RaterSums, block_width, evaluate_pairs, rater_rows_from_sums
 from labelgate.monitor import drift as drift_mod
@@ -69,7 +69,6 @@ from labelgate.pipeline.store import ResultsStore
 _log = logging.getLogger("labelgate.monitor")
 _CHUNK = 500  # ids per IN (...) query
 _WINDOW_BATCH = 50  # windows measured per range query
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 @dataclass
@@ -1245,39 +1244,25 @@ def _ids(values: pd.Series) -> pd.Series:
     return values.astype(object).map(text)
 
 
-def _label_key(value: Any) -> tuple[str, Any] | None:
-    if isinstance(value, (bool, np.bool_)):
-        return ("b", bool(value))
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        number = float(value)
-        return ("n", number) if math.isfinite(number) else None
-    if isinstance(value, str):
-        text = value.strip()
-        if _NUMBER.fullmatch(text):
-            return ("n", float(text))
-        return ("s", text)
-    return ("s", str(value))
-
-
 def _plain_category(value: Any, level: str) -> Any:
-    key = _label_key(value)
-    if key is not None and key[0] == "n":
-        number = key[1]
-        return int(number) if float(number).is_integer() else float(number)
-    if level in ("interval", "ratio"):
+    """A configured category as stored (the keying rule of :mod:`labelgate.core.labels`)."""
+    if level in ("interval", "ratio") and label_number(value) is None:
         raise InputError(
             f"Category {value!r} of a numeric question is not a number.", Reason.NON_NUMERIC_VALUE
         )
-    return value.item() if hasattr(value, "item") else value
+    return plain_label(value)
 
 
 def _codes(labels: pd.Series, meta: Meta, explicit: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Category code and numeric value of each label (categories grow unless explicit); valid mask."""
-    lookup = {_label_key(c): j for j, c in enumerate(meta.categories)}
-    codes = np.full(len(labels), -1, dtype=np.int64)
-    values = np.full(len(labels), np.nan)
-    for position, label in enumerate(labels.tolist()):
-        key = _label_key(label)
+    """Category code and numeric value of each label (categories grow unless explicit); valid mask.
+
+    Labels are keyed once per distinct value (:func:`labelgate.core.labels.label_key`), not once per row.
+    """
+    lookup = {label_key(c): j for j, c in enumerate(meta.categories)}
+    factor, uniques = pd.factorize(labels, use_na_sentinel=True)
+    unique_codes = np.full(len(uniques), -1, dtype=np.int64)
+    for position, label in enumerate(uniques.tolist()):
+        key = label_key(label)
         if key is None or (meta.numeric and key[0] != "n"):
             continue
         code = lookup.get(key)
@@ -1285,15 +1270,13 @@ def _codes(labels: pd.Series, meta: Meta, explicit: bool) -> tuple[np.ndarray, n
             if explicit:
                 continue
             code = len(meta.categories)
-            meta.categories.append(
-                _plain_category(label, meta.level) if key[0] == "n" else (key[1] if key[0] == "s" else label)
-            )
+            meta.categories.append(plain_label(label))
             lookup[key] = code
-        codes[position] = code
-        if key[0] == "n":
-            values[position] = key[1]
-    if meta.numeric:
-        values = np.asarray([float(meta.categories[c]) if c >= 0 else np.nan for c in codes])
+        unique_codes[position] = code
+    codes = np.where(factor >= 0, unique_codes[np.maximum(factor, 0)], -1).astype(np.int64)
+    numbers = [label_number(c) for c in meta.categories]
+    category_values = np.asarray([np.nan if n is None else float(n) for n in numbers] or [np.nan], dtype=float)
+    values = np.where(codes >= 0, category_values[np.maximum(codes, 0)], np.nan)
     return codes, values, codes >= 0
 
 

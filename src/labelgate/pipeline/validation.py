@@ -21,8 +21,6 @@ Policy (``validation`` in the config): with ``on_invalid: reject`` any invalid r
 
 from __future__ import annotations
 
-import math
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,12 +32,12 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
+from labelgate.core.labels import label_key, label_number, plain_label
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
 from labelgate.pipeline.sources import _as_str, question_value
 
 NUMERIC_LEVELS = ("interval", "ratio")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _UNIQUE = "multiple_fields_uniqueness"
 _LIST_MAX = 20  # categories shown in a message
 _NON_EMPTY = pa.Check(lambda s: s.str.len() > 0, name="non_empty")
@@ -152,7 +150,8 @@ def categories_for(config: GateConfig, question: Question,
         raise ConfigError(f"Question {question.name!r} is ordinal but its trusted labels {shown} are not "
                           f"numbers, so their order is unknown; list the categories in order in '{key}'.",
                           key=key)
-    return tuple(sorted(labels, key=lambda v: (type(v).__name__, str(v))))
+    distinct = {label_key(v): plain_label(v) for v in labels}  # " pos" and "pos" are one category
+    return tuple(sorted(distinct.values(), key=lambda v: (type(v).__name__, str(v))))
 
 
 def all_categories(config: GateConfig, trusted_df: pd.DataFrame) -> dict[str, tuple[Any, ...] | None]:
@@ -187,26 +186,14 @@ def _question_labels(df: pd.DataFrame, config: GateConfig, question: Question) -
 
 
 def _number(value: Any) -> int | float | None:
-    """The finite number a label stands for (``2``, ``2.0``, ``"2"`` → 2), or None."""
-    value = _plain(value)
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        if not _NUMBER.fullmatch(value.strip()):
-            return None
-        value = float(value)
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return int(value) if float(value).is_integer() else float(value)
+    """The finite number a label stands for (the one rule: :func:`labelgate.core.labels.label_number`)."""
+    return label_number(value)
 
 
 def _key(value: Any) -> tuple[str, Any]:
-    """Matching key: numbers and numeric texts by value, other texts exactly."""
-    number = _number(value)
-    if number is not None:
-        return ("n", float(number))
-    value = _plain(value)
-    return ("b" if isinstance(value, bool) else "s", value)
+    """Matching key of a label (the one rule: :func:`labelgate.core.labels.label_key`)."""
+    key = label_key(value)
+    return key if key is not None else ("missing", None)
 
 
 def _plain(value: Any) -> Any:
