@@ -7,7 +7,7 @@ STAMP   = $(VENV)/.labelgate-installed
 # One BLAS thread: the core's products are thin, and threads only spin on 2 shared cores (docs/benchmarks.md).
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test test-slow lint bench bench-real setup clean
+.PHONY: demo test test-explore test-slow lint bench bench-real setup clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,11 @@ demo: $(STAMP)
 ## The test command (README, .ci/run): unit, property, differential and doc tests.
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
+
+## Random exploration of the property tests (the test command itself is derandomized, so CI is deterministic).
+test-explore: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -p no:cacheprovider tests/test_properties.py tests/test_common.py \
+		tests/test_monitor.py tests/test_validation.py tests/test_variance.py
 
 ## Interval-coverage simulations (slow; not part of CI).
 test-slow: $(STAMP)

@@ -21,16 +21,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from labelgate.core.estimate import Estimate
 from labelgate.errors import ParameterError, Reason
 
-Block: TypeAlias = np.ndarray | sp.spmatrix | sp.sparray
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    from labelgate.metrics._lazy import lazy
+
+    sp = lazy("scipy.sparse")
+
+Block: TypeAlias = "np.ndarray | sp.spmatrix | sp.sparray"
 Components = dict[str, np.ndarray]
 Finalize = Callable[[list[np.ndarray]], Components]
 Explain = Callable[[Components], tuple[Reason, str] | None]

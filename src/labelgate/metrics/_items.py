@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    from labelgate.metrics._lazy import lazy
+
+    sp = lazy("scipy.sparse")
 
 Weights = Literal["identity", "linear", "quadratic"]
 WEIGHTS: tuple[Weights, ...] = ("identity", "linear", "quadratic")

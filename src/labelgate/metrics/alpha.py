@@ -11,10 +11,9 @@ distances), and the all-pairs sums to products of marginals.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
@@ -22,6 +21,13 @@ from labelgate.errors import ParameterError, Reason, check_option
 from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, one_minus_ratio
 from labelgate.metrics._items import ItemView, excluded_single, view
 from labelgate.metrics.agreement import build_conger_kappa
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    from labelgate.metrics._lazy import lazy
+
+    sp = lazy("scipy.sparse")
 
 
 def _explain_distance(point: Components) -> tuple[Reason, str] | None:

@@ -30,13 +30,15 @@ import math
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import f as f_dist
 
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import Ratings
 from labelgate.errors import DesignError, Reason, check_option
 from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics._lazy import lazy
 from labelgate.metrics.variance import level_of, numeric_values
+
+f_dist = lazy("scipy.stats", "f")  # F distribution, imported on first use
 
 Form = Literal["1", "A1", "C1", "1k", "Ak", "Ck"]
 FORMS: tuple[Form, ...] = ("1", "A1", "C1", "1k", "Ak", "Ck")

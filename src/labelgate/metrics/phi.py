@@ -51,24 +51,35 @@ report the posterior mean of :math:`\Phi` with a 95% HPD interval):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq, minimize, minimize_scalar
-from scipy.special import betaln, digamma, expit, polygamma, roots_hermite
-from scipy.stats import chi2, norm
 
 from labelgate.core.estimate import Estimate
 from labelgate.core.ratings import FloatArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
+from labelgate.metrics._lazy import lazy
 from labelgate.metrics.variance import level_of
+
+# SciPy, imported on first use (import labelgate stays light)
+brentq, minimize, minimize_scalar = (lazy("scipy.optimize", n) for n in ("brentq", "minimize", "minimize_scalar"))
+betaln, digamma, expit, polygamma, roots_hermite = (
+    lazy("scipy.special", n) for n in ("betaln", "digamma", "expit", "polygamma", "roots_hermite"))
+chi2, norm = lazy("scipy.stats", "chi2"), lazy("scipy.stats", "norm")
 
 _LOG_P_BOUNDS = (math.log(1e-3), math.log(1e5))
 _LOG_HYPER_BOUNDS = (0.0, math.log(1e3))  # prior Beta(a0, b0) of the item means: 1 <= a0, b0 <= 1000
 PRIORS = ("beta", "flat")
-_NODES, _WEIGHTS = roots_hermite(32)
+
+
+@functools.cache
+def _hermite() -> tuple[np.ndarray, np.ndarray]:
+    """32-point Gauss–Hermite nodes and weights (computed once, on first use)."""
+    nodes, weights = roots_hermite(32)
+    return nodes, weights
 
 
 def phi_from_precision(p: Any) -> Any:
@@ -119,13 +130,14 @@ class BetaItems:
                   - (a0 - 1.0) / mu**2 - (b0 - 1.0) / (1.0 - mu) ** 2)
         curvature = np.maximum(-(second * s * s - 2.0 * s), 1e-12)
         scale = np.sqrt(2.0 / curvature)
-        t = t0[:, None] + scale[:, None] * _NODES[None, :]
+        nodes, weights = _hermite()
+        t = t0[:, None] + scale[:, None] * nodes[None, :]
         m = expit(t)
         log_m, log_1m = -np.logaddexp(0.0, -t), -np.logaddexp(0.0, t)
         ell = ((m * p - 1.0) * self.a[:, None] + ((1.0 - m) * p - 1.0) * self.b[:, None]
                - self.n[:, None] * betaln(m * p, (1.0 - m) * p))
         g = ell + a0 * log_m + b0 * log_1m - betaln(a0, b0)  # prior density x Jacobian mu (1 - mu)
-        logs = g + (_NODES**2)[None, :] + np.log(_WEIGHTS)[None, :]
+        logs = g + (nodes**2)[None, :] + np.log(weights)[None, :]
         peak = logs.max(axis=1)
         return float(np.sum(np.log(scale) + peak + np.log(np.exp(logs - peak[:, None]).sum(axis=1))))
 

@@ -62,15 +62,21 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
 from labelgate.metrics._engine import check_bootstrap_args, level_of, percentile_interval, resample_counts
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    from labelgate.metrics._lazy import lazy
+
+    sp = lazy("scipy.sparse")
 
 Resample = Literal["items_and_raters", "items"]
 RESAMPLE: tuple[Resample, ...] = ("items_and_raters", "items")
