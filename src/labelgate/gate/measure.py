@@ -62,8 +62,9 @@ def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any],
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     from labelgate.gx import suite_from_config, verify_checkpoint
+    from labelgate.gx.project import project_context
 
-    context = gx.get_context(mode="file", project_root_dir=str(out_dir))
+    context = project_context(out_dir)  # fails closed in any process that opens it (labelgate.gx.project)
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     asset = context.data_sources.add_or_update_pandas("labelgate").add_dataframe_asset("judgements")
     batch = asset.add_batch_definition_whole_dataframe("whole")

@@ -1,6 +1,6 @@
 """Great Expectations expectations for agreement gates.
 
-Importing this package (``import labelgate`` does it) registers with GX the
+Importing this package (``import labelgate.gx``) registers with GX the
 table metrics of :mod:`labelgate.gx._metrics` and the expectations
 
 ==========================================  ============================================

@@ -96,12 +96,12 @@ def check_registered(types: Iterable[str] = LABELGATE_EXPECTATION_TYPES) -> None
             missing += [f"metric {m} of {t}" for m in cls.metric_dependencies if m not in _registered_metrics]
     if missing:
         raise SuiteIntegrityError(f"These expectation types are not registered with Great Expectations: "
-                                  f"{missing}. Import the module that defines them (`import labelgate` "
+                                  f"{missing}. Import the module that defines them (`import labelgate.gx` "
                                   "registers every LabelGate expectation).", Counter(missing))
 
 
 def _unregistered_message(suite_name: str, index: int, type_: str) -> str:
-    hint = ("It is a LabelGate type: `import labelgate` registers it." if type_ in LABELGATE_EXPECTATION_TYPES
+    hint = ("It is a LabelGate type: `import labelgate.gx` registers it." if type_ in LABELGATE_EXPECTATION_TYPES
             else "Check the spelling, or import the module that defines it.")
     if type_.startswith("expect_") and type_ not in LABELGATE_EXPECTATION_TYPES:
         close = [t for t in LABELGATE_EXPECTATION_TYPES if _similar(t, type_)]
@@ -301,7 +301,7 @@ def verify_suite(suite: gx.ExpectationSuite) -> gx.ExpectationSuite:
 def _missing_message(name: str, missing: Counter[str], against: str) -> str:
     parts = []
     for type_, n in sorted(missing.items()):
-        why = ("not registered in this process (`import labelgate`?)" if type_ not in _registered_expectations
+        why = ("not registered in this process (`import labelgate.gx`?)" if type_ not in _registered_expectations
                else "its stored parameters are invalid (see the GX log)")
         parts.append(f"{n} x {type_}: {why}")
     return (f"Suite {name!r} lost expectations while Great Expectations loaded it (compared with {against}): "

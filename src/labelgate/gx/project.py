@@ -1,0 +1,57 @@
+"""LabelGate's Great Expectations file projects, which fail closed in every process.
+
+GX drops an expectation whose type is not registered in the running process and reports the rest as a success, so
+a checkpoint saved with LabelGate's expectations and run by a process that never imported ``labelgate.gx`` would pass
+without them. GX has no entry-point plugin registry, but it builds every store from its ``module_name`` and
+``class_name`` in ``great_expectations.yml``. A project made by :func:`project_context` names this module as the
+backend of its expectations store, so any process that opens the project — LabelGate or a plain GX script — imports
+``labelgate.gx`` (registering every LabelGate expectation) before it reads a suite; where LabelGate is not installed
+the project does not open at all. Either way no suite naming LabelGate's expectations can pass without them.
+
+>>> import tempfile
+>>> with tempfile.TemporaryDirectory() as root:
+...     context = project_context(root)
+...     type(context.expectations_store.store_backend).__name__
+'LabelGateStoreBackend'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import great_expectations as gx
+from great_expectations.data_context.store import TupleFilesystemStoreBackend
+
+import labelgate.gx  # noqa: F401  # importing this module registers every LabelGate expectation
+
+_PLAIN = """  expectations_store:
+    class_name: ExpectationsStore
+    store_backend:
+      class_name: TupleFilesystemStoreBackend"""
+_OURS = """  expectations_store:
+    class_name: ExpectationsStore
+    store_backend:
+      module_name: labelgate.gx.project
+      class_name: LabelGateStoreBackend"""
+
+
+class LabelGateStoreBackend(TupleFilesystemStoreBackend):
+    """GX's filesystem store backend; GX imports it by name, which registers LabelGate's expectations first."""
+
+
+def project_context(root: str | Path) -> Any:
+    """A GX file context under ``root`` whose expectations store is :class:`LabelGateStoreBackend`.
+
+    Creates the project on first use (GX's scaffold, then the store's backend is named) and opens it afterwards.
+    """
+    root = Path(root)
+    context = gx.get_context(mode="file", project_root_dir=str(root))
+    if isinstance(context.expectations_store.store_backend, LabelGateStoreBackend):
+        return context
+    config = Path(context.root_directory) / "great_expectations.yml"
+    text = config.read_text(encoding="utf-8")
+    if _PLAIN not in text:  # a project this module did not make: leave it alone, but say so
+        raise RuntimeError(f"{config} is not a LabelGate GX project (its expectations store was changed).")
+    config.write_text(text.replace(_PLAIN, _OURS), encoding="utf-8")
+    return gx.get_context(mode="file", project_root_dir=str(root))
