@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     trivial()
     flow_overhead = time.perf_counter() - start
 
-    from labelgate.flows.gate import gate_flow
+    from labelgate.flows.gate import run_gate_flow
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         config.write_text(config.read_text().replace("{n_boot}", str(args.n_boot)), encoding="utf-8")
         rows = sum(1 for _ in open(batch)) - 1 + sum(1 for _ in open(trusted)) - 1
         start = time.perf_counter()
-        summary = gate_flow(str(config), batch=str(batch), trusted=str(trusted), force=True)
+        summary = run_gate_flow(str(config), batch=str(batch), trusted=str(trusted), force=True)
         gate_seconds = time.perf_counter() - start
     result = {"judgements": rows, "questions": 3, "n_boot": args.n_boot, "prefect_first_start_s": round(startup, 2),
               "prefect_flow_overhead_s": round(flow_overhead, 2), "gate_s": round(gate_seconds, 2),

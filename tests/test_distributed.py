@@ -322,7 +322,7 @@ def test_questions_fan_out_on_dask_and_match_the_local_run(client, prefect_api, 
         root.mkdir()
         config = root / "gate.yaml"
         config.write_text(GATE_CONFIG.format(root=root.as_posix(), runner=runner), encoding="utf-8")
-        results[runner] = flow_module.gate_flow(str(config), batch=str(batch), trusted=str(trusted))
+        results[runner] = flow_module.run_gate_flow(str(config), batch=str(batch), trusted=str(trusted))
     local, dist = results["local"], results["dask"]
     assert dist["decision"] == local["decision"] != "ERROR", dist["reasons"]
     assert dist["reasons"] == local["reasons"]

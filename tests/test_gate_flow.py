@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from labelgate.flows import gate as flow_module
-from labelgate.flows.gate import gate_flow
+from labelgate.flows.gate import run_gate_flow
 from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
 from labelgate.gate import steps as gate_steps
@@ -66,7 +66,7 @@ def data(tmp_path_factory):
 
 
 def run(tmp_path, batch, trusted, **kw):
-    return gate_flow(str(write_config(tmp_path, kw.pop("alerts", "{}"))), batch=str(batch), trusted=str(trusted),
+    return run_gate_flow(str(write_config(tmp_path, kw.pop("alerts", "{}"))), batch=str(batch), trusted=str(trusted),
                      **kw)
 
 
@@ -118,7 +118,7 @@ def test_error_on_a_malformed_batch(tmp_path, data):
 def test_error_on_a_malformed_config(tmp_path, data):
     config = tmp_path / "bad.yaml"
     config.write_text("gates:\n  - type: normalized_cross_kappa\n    min_valu: 0.8\n", encoding="utf-8")
-    result = gate_flow(str(config), batch=str(data["good"][0]), trusted=str(data["good"][1]))
+    result = run_gate_flow(str(config), batch=str(data["good"][0]), trusted=str(data["good"][1]))
     assert result["decision"] == "ERROR"
     assert result["reasons"] == [f"config: {config}: gates[0].min_valu: unknown key."]
 
@@ -219,7 +219,7 @@ def test_several_questions_in_a_question_column_and_artifacts(tmp_path):
     config = write_config(tmp_path)
     config.write_text(config.read_text() + "columns: {question: question}\n"
                       "questions: [{name: sentiment}, {name: topic}]\n", encoding="utf-8")
-    result = gate_flow(str(config), batch=str(batch), trusted=str(trusted))
+    result = run_gate_flow(str(config), batch=str(batch), trusted=str(trusted))
     assert set(result["metrics"]) == {"sentiment", "topic"}
     assert result["decision"] in ("ACCEPT", "REVIEW"), result["reasons"]
     for question in ("sentiment", "topic"):
@@ -233,6 +233,26 @@ def test_several_questions_in_a_question_column_and_artifacts(tmp_path):
 def test_labeler_icc_gate_is_skipped_with_a_warning_on_text_labels(tmp_path, data):
     config = write_config(tmp_path)
     config.write_text(config.read_text().replace("gates:\n", "gates:\n  - type: labeler_icc\n"), encoding="utf-8")
-    result = gate_flow(str(config), batch=str(data["good"][0]), trusted=str(data["good"][1]))
+    result = run_gate_flow(str(config), batch=str(data["good"][0]), trusted=str(data["good"][1]))
     assert result["decision"] == "ACCEPT", result["reasons"]
     assert any("labeler_icc skipped" in w for w in result["warnings"])
+
+
+# ------------------------------------------------------------------ Prefect states a pipeline can act on
+def test_the_flow_run_fails_on_error_and_names_reject_and_review(tmp_path, data):
+    config = str(write_config(tmp_path))
+    broken = tmp_path / "broken.csv"
+    broken.write_text("item_id,rater_id\n1,a\n", encoding="utf-8")  # no label column: ERROR
+    cases = {"ERROR": (broken, data["good"][1]), "REJECT": data["contentment"], "ACCEPT": data["good"]}
+    for decision, (batch, trusted) in cases.items():
+        state = flow_module.gate_flow(config, batch=str(batch), trusted=str(trusted), return_state=True)
+        summary = flow_module.summary_of_state(state)
+        assert summary["decision"] == decision, summary["reasons"]
+        if decision == "ERROR":
+            assert state.is_failed() and state.message.startswith("LabelGate ERROR")
+            assert summary["error_step"] in {"load", "validate"}
+        else:
+            assert state.is_completed()
+            assert state.name == {"REJECT": "Rejected", "ACCEPT": "Completed"}[decision]
+    with pytest.raises(flow_module.GateRunError, match="LabelGate ERROR"):
+        flow_module.gate_flow(config, batch=str(broken), trusted=str(data["good"][1]))

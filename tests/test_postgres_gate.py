@@ -29,8 +29,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from labelgate.flows.gate import gate_backlog_flow, gate_flow, run_lock
+from labelgate.flows.gate import gate_backlog_flow, run_gate_flow
 from labelgate.gate import measure as measure_step
+from labelgate.pipeline.run_lock import run_lock
 from labelgate.pipeline.store import ResultsStore
 from labelgate.pipeline.synth import scenario_named, simulate
 
@@ -257,7 +258,7 @@ def test_ten_concurrent_gate_runs_on_postgres(pg_store_url, batches, tmp_path, m
 
     def run(job: str) -> dict:
         _, batch, trusted = batches[job]
-        return gate_flow(config, batch=batch, trusted=trusted, batch_id=job)
+        return run_gate_flow(config, batch=batch, trusted=trusted, batch_id=job)
 
     # each thread runs in a copy of this context, which holds the Prefect settings (the API URL)
     contexts = [contextvars.copy_context() for _ in jobs]

@@ -87,9 +87,9 @@ def gate(
 def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | None, force: bool,
               progress: bool) -> dict[str, Any]:
     with _status("Gating the batch (first start of the local Prefect API takes a few seconds)", progress):
-        from labelgate.flows.gate import gate_flow
+        from labelgate.flows.gate import run_gate_flow
 
-        return gate_flow(str(config), batch=str(batch), trusted=str(trusted) if trusted else None,
+        return run_gate_flow(str(config), batch=str(batch), trusted=str(trusted) if trusted else None,
                          batch_id=batch_id, force=force)
 
 

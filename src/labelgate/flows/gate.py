@@ -1,64 +1,73 @@
-"""The ``gate`` Prefect flow: load → validate → align → measure → decide → publish → persist → alert.
+"""The ``gate`` Prefect flows: orchestration around :func:`labelgate.gate.run`, never logic.
 
-The flow **fails closed**: the decision starts as ERROR and only :func:`labelgate.gate.steps.decide_batch`
-can change it; any exception in any step ends the run as ERROR with the step and the reason stored
-(when the store is reachable), reported and alerted. An alert delivery failure is recorded on the run
-and never changes the decision.
+Prefect adds: one task per step (load, validate, align, measure, diagnose, publish) so the UI shows where a run
+spent its time and where it failed; a markdown and a table artifact per run; the Dask fan-out of questions
+(``runner: dask``) and of backlogs. The decision, the store, the lock and the alerts are the gate's own.
 
-Runners (``runner`` in the config): ``local`` (default) runs everything in this process, one step after
-the other. ``dask`` fans the questions of a batch out as Prefect tasks on a ``DaskTaskRunner`` (a subflow),
-and :func:`gate_backlog_flow` fans a backlog of batches out the same way; each Dask worker runs one task
-at a time (Great Expectations is not thread-safe). See ``docs/deployment.md``.
+Final states (what a Prefect automation can match):
 
-Concurrent runs: a run holds a lock on its ``(batch_hash, config_hash)`` key from the store look-up to the
-stored record (a PostgreSQL session advisory lock, or a file lock next to a SQLite store), so the same batch
-gated twice at once is computed once and the second run reuses the first one's record; runs on different
-batches do not wait for each other.
+- ERROR → the flow run is **Failed** (message ``LabelGate ERROR: …``); its result is a :class:`GateRunError`
+  carrying the summary, so retries and failure automations see a failed gate;
+- REJECT → **Completed** with the state name ``Rejected``; REVIEW → **Completed** named ``Review``;
+- ACCEPT → **Completed**.
+
+:func:`run_gate_flow` runs :func:`gate_flow` and returns the summary whatever the state.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, Failed, State
 
 from labelgate.errors import Reason
-from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
+from labelgate.gate import runner
 from labelgate.gate import steps as gate
-from labelgate.pipeline import alerts
-from labelgate.pipeline import sources as io
-from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
-from labelgate.pipeline.store import GateRecord, ResultsStore, to_jsonable
+from labelgate.gate.runner import EXIT_CODES as EXIT_CODES
+from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.reporting.report import write_gate_report
 
 T = TypeVar("T")
 
-EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
+_STATE_NAMES = {"REJECT": "Rejected", "REVIEW": "Review", "ACCEPT": "Completed"}
 
 
-@task(name="load", cache_policy=NO_CACHE)
-def load_task(config: GateConfig, batch: str | None, trusted: str | None) -> tuple[Any, Any]:
-    return gate.load(config, batch, trusted)
+class GateRunError(RuntimeError):
+    """The result of a gate flow run that ended in ERROR; ``summary`` is the run summary."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        reasons = "; ".join(summary.get("reasons") or []) or "unknown failure"
+        super().__init__(f"LabelGate ERROR for batch {summary.get('batch_id')}: {reasons}")
+        self.summary = summary
 
 
-@task(name="validate", cache_policy=NO_CACHE)
-def prepare_task(config: GateConfig, crowd: Any, trusted: Any, out: Path) -> gate.Prepared:
-    return gate.prepare(config, crowd, trusted, out)
+def _step(name: str, func: Callable[..., T], *args: Any) -> T:
+    """Run one gate step as a Prefect task of that name (the measure hook makes its own tasks or subflow)."""
+    if name == "measure":
+        return func(*args)
+    return task(name=name, cache_policy=NO_CACHE)(func)(*args)
 
 
-@task(name="align", cache_policy=NO_CACHE)
-def coverage_task(config: GateConfig, crowd: Any, trusted: Any) -> tuple[dict[str, Any], list[str]]:
-    return gate.coverage(config, crowd, trusted)
+def _publish(summary: dict[str, Any], out: Path) -> dict[str, str]:
+    return write_gate_report(summary, out)
+
+
+def _hooks(parallel_questions: bool) -> runner.Hooks:
+    def measure(config: GateConfig, frame: Any, categories: dict[str, Any], out: Path) -> gate.Measured:
+        if parallel_questions and config.runner == "dask" and len(config.questions) > 1:
+            return measure_questions_flow.with_options(task_runner=dask_task_runner(config))(
+                config, frame, categories, out)
+        return measure_task(config, frame, categories, out)
+
+    return runner.Hooks(step=_step, measure=measure, publish=_publish, on_summary=_artifacts,
+                        logger=get_run_logger())
 
 
 # Great Expectations' file contexts are not thread-safe (concurrent runs in threads of one process failed in
@@ -77,11 +86,6 @@ def measure_serially(config: GateConfig, frame: Any, categories: dict[str, Any],
 @task(name="measure", cache_policy=NO_CACHE)
 def measure_task(config: GateConfig, frame: Any, categories: dict[str, Any], out: Path) -> gate.Measured:
     return measure_serially(config, frame, categories, out)
-
-
-@task(name="diagnose", cache_policy=NO_CACHE)
-def diagnose_task(config: GateConfig, frame: Any, categories: dict[str, Any]) -> dict[str, Any]:
-    return diagnose_step.diagnose(config, frame, categories)
 
 
 @task(name="measure-question", cache_policy=NO_CACHE)
@@ -137,42 +141,55 @@ def dask_task_runner(config: GateConfig) -> Any:
                                           "dashboard_address": None})
 
 
-@task(name="publish", cache_policy=NO_CACHE)
-def publish_task(summary: dict[str, Any], out: Path) -> dict[str, str]:
-    return write_gate_report(summary, out)
+def final_state(summary: dict[str, Any]) -> State:
+    """The flow run's final state for a summary: Failed on ERROR, named Rejected / Review otherwise."""
+    decision = summary.get("decision", "ERROR")
+    if decision not in _STATE_NAMES:
+        return Failed(message=f"LabelGate ERROR: {'; '.join(summary.get('reasons') or [])}"[:500],
+                      data=GateRunError(summary))
+    return Completed(message=f"LabelGate {decision}", name=_STATE_NAMES[decision], data=summary)
 
 
 @flow(name="labelgate-gate", log_prints=False, validate_parameters=False)
 def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = None, trusted: str | None = None,
-              batch_id: str | None = None, force: bool = False) -> dict[str, Any]:
-    """Gate one batch against the trusted replication and return the run summary.
-
-    Parameters
-    ----------
-    config : path, mapping or GateConfig
-        The gate configuration (a YAML file path, or an already parsed config).
-    batch, trusted : str, optional
-        Files of the batch and of the trusted replication; one file with a pool column may hold both
-        (then pass it as ``batch``). They override the config's sources.
-    batch_id : str, optional
-        Name of the batch in the store and the reports (default: the batch file's stem).
-    force : bool, default False
-        Recompute even when this batch content was gated with this configuration before.
+              batch_id: str | None = None, force: bool = False) -> State:
+    """Gate one batch (:func:`labelgate.gate.run` with Prefect tasks and artifacts); see the module for states.
 
     Returns
     -------
-    dict
-        ``decision``, ``batch_id``, ``reasons``, ``warnings``, ``coverage``, ``metrics``, ``validation``,
-        ``reports``, ``alerts``, ``run_id``, ``reused`` and the hashes.
+    State
+        Failed on ERROR (its result is a :class:`GateRunError` with the summary), Completed otherwise (its result
+        is the summary). Use :func:`run_gate_flow` to get the summary in every case.
     """
-    return _gate_one(config, batch, trusted, batch_id, force, parallel_questions=True)
+    summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=_hooks(True))
+    return final_state(summary)
+
+
+def run_gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = None, trusted: str | None = None,
+                  batch_id: str | None = None, force: bool = False) -> dict[str, Any]:
+    """Run :func:`gate_flow` and return the run summary, whatever the final state."""
+    state = gate_flow(config, batch=batch, trusted=trusted, batch_id=batch_id, force=force, return_state=True)
+    return summary_of_state(state)
+
+
+def summary_of_state(state: State) -> dict[str, Any]:
+    """The run summary held by a gate flow run's final state (an ERROR summary if the flow itself crashed)."""
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, GateRunError):
+        return result.summary
+    if isinstance(result, dict):
+        return result
+    reason = f"the Prefect flow run ended {state.type.value}: {result!r}"[:500]
+    return {"decision": "ERROR", "reasons": [reason], "batch_id": None, "metrics": {}, "coverage": {},
+            "reports": {}, "report": None, "warnings": [], "alerts": [], "reused": False, "error_step": "flow"}
 
 
 @task(name="gate-batch", cache_policy=NO_CACHE)
 def gate_batch_task(config: str | dict[str, Any] | GateConfig, batch: str | None = None, trusted: str | None = None,
                     batch_id: str | None = None, force: bool = False) -> dict[str, Any]:
     """One batch of a backlog, gated like :func:`gate_flow` (its steps run in this task, in turn)."""
-    return _gate_one(config, batch, trusted, batch_id, force, parallel_questions=False)
+    hooks = runner.Hooks(measure=measure_serially, publish=_publish, on_summary=_artifacts, logger=get_run_logger())
+    return runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=hooks)
 
 
 @flow(name="labelgate-gate-backlog", log_prints=False, validate_parameters=False)
@@ -180,33 +197,24 @@ def gate_backlog_flow(config: str | dict[str, Any] | GateConfig, batches: Sequen
                       force: bool = False) -> list[dict[str, Any]]:
     """Gate a backlog of batches: in turn in this process (``runner: local``) or in parallel on Dask.
 
-    Parameters
-    ----------
-    config : path, mapping or GateConfig
-        One configuration for every batch.
-    batches : sequence of str or mapping
-        A batch file, or ``{"batch": ..., "trusted": ..., "batch_id": ...}`` (as :func:`gate_flow`'s arguments).
-    force : bool, default False
-        Recompute batches gated before with this configuration.
-
     Returns
     -------
     list of dict
         One run summary per batch, in the order given. Each batch fails closed on its own: a failure
         (even of the worker that ran it) is that batch's ERROR, never another batch's.
     """
-    jobs = [_job(b) for b in batches]
+    jobs = [runner.backlog_job(b) for b in batches]
     try:
-        cfg: GateConfig | None = _config(config)
+        cfg: GateConfig | None = runner.as_config(config)
     except Exception:  # every batch then ends as ERROR with the config error as its reason
         cfg = None
     if cfg is None or cfg.runner != "dask" or len(jobs) < 2:
         return [gate_batch_task(cfg or config, force=force, **job) for job in jobs]
     try:
-        runner = dask_task_runner(cfg)
+        task_runner = dask_task_runner(cfg)
     except ConfigError as exc:
-        return [_failed_batch(cfg, job, exc, "runner") for job in jobs]
-    return _backlog_on_runner.with_options(task_runner=runner)(cfg, jobs, force)
+        return [runner.failed_batch(cfg, job, exc, "runner", _publish) for job in jobs]
+    return _backlog_on_runner.with_options(task_runner=task_runner)(cfg, jobs, force)
 
 
 @flow(name="labelgate-gate-backlog-fan-out", log_prints=False, validate_parameters=False)
@@ -217,235 +225,8 @@ def _backlog_on_runner(cfg: GateConfig, jobs: list[dict[str, Any]], force: bool)
         try:
             summaries.append(future.result())
         except Exception as exc:  # the task itself fails closed; this is the worker or the transport failing
-            summaries.append(_failed_batch(cfg, job, exc, "runner"))
+            summaries.append(runner.failed_batch(cfg, job, exc, "runner", _publish))
     return summaries
-
-
-def _job(entry: str | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(entry, Mapping):
-        unknown = set(entry) - {"batch", "trusted", "batch_id"}
-        if unknown:
-            raise ConfigError(f"A backlog entry takes 'batch', 'trusted' and 'batch_id'; got {sorted(unknown)}.")
-        return {"batch": entry.get("batch"), "trusted": entry.get("trusted"), "batch_id": entry.get("batch_id")}
-    return {"batch": str(entry), "trusted": None, "batch_id": None}
-
-
-def _failed_batch(cfg: GateConfig, job: dict[str, Any], exc: BaseException, step: str) -> dict[str, Any]:
-    state = _new_state(job["batch_id"], job["batch"])
-    state.update(cfg=cfg, config_hash=cfg.digest(), step=step)
-    try:
-        state["store"] = ResultsStore.from_config(cfg.store)
-    except Exception:  # the ERROR summary is still returned
-        state["store"] = None
-    summary = _error_summary(state, exc, datetime.now(UTC), {})
-    summary["reused"] = False
-    return summary
-
-
-def _new_state(batch_id: str | None, batch: str | None) -> dict[str, Any]:
-    return {"step": "config", "batch_id": batch_id or _default_batch_id(batch), "batch_hash": None,
-            "config_hash": None, "store": None, "cfg": None, "locks": None}
-
-
-def _gate_one(config: Any, batch: str | None, trusted: str | None, batch_id: str | None, force: bool,
-              parallel_questions: bool) -> dict[str, Any]:
-    logger = get_run_logger()
-    started = datetime.now(UTC)
-    timing: dict[str, float] = {}
-    state = _new_state(batch_id, batch)
-    with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
-        state["locks"] = locks
-        try:
-            summary, reused = _run(config, batch, trusted, force, state, timing, logger, parallel_questions)
-        except Exception as exc:  # fail closed: every failure ends as ERROR, never ACCEPT
-            logger.error("gate failed in step %r: %s", state["step"], gate.describe_error(exc))
-            summary, reused = _error_summary(state, exc, started, timing), False
-    if not reused:
-        summary["alerts"] = _alert(state, summary, logger)
-    summary["reused"] = reused
-    logger.info("decision %s for batch %s", summary["decision"], summary["batch_id"])
-    return summary
-
-
-def _run(config: Any, batch: str | None, trusted: str | None, force: bool, state: dict[str, Any],
-         timing: dict[str, float], logger: Any, parallel_questions: bool = False) -> tuple[dict[str, Any], bool]:
-    started = datetime.now(UTC)
-    cfg = _config(config)
-    state.update(cfg=cfg, config_hash=cfg.digest(), step="store")
-    store = ResultsStore.from_config(cfg.store)
-    store.migrate()
-    state["store"] = store
-    state["step"] = "load"
-    crowd, trusted_df = _timed(timing, "load", lambda: load_task(cfg, batch, trusted))
-    state["batch_hash"] = batch_hash = io.content_hash(crowd)
-    state["step"] = "lock"
-    state["locks"].enter_context(run_lock(store, batch_hash, state["config_hash"]))
-    previous = store.find(batch_hash, state["config_hash"])
-    if previous is not None and previous.decision != "ERROR" and not force:
-        logger.info("batch content already gated with this configuration (run %s): reusing its decision",
-                    previous.run_id)
-        return _summary(previous), True
-    out = gate.run_directory(cfg, state["batch_id"], batch_hash)
-    state["step"] = "validate"
-    prepared = _timed(timing, "validate", lambda: prepare_task(cfg, crowd, trusted_df, out))
-    gate.require_rows(prepared.crowd, "batch")
-    gate.require_rows(prepared.trusted, "trusted")
-    state["step"] = "align"
-    coverage, coverage_problems = _timed(timing, "align", lambda: coverage_task(cfg, prepared.crowd, prepared.trusted))
-    state["step"] = "measure"
-    frame = gate.canonical_frame(cfg, prepared.crowd, prepared.trusted)
-    measured = _timed(timing, "measure", lambda: _measure(cfg, frame, prepared.categories, out, parallel_questions))
-    state["step"] = "diagnose"
-    diagnosed = _timed(timing, "diagnose", lambda: diagnose_task(cfg, frame, prepared.categories))
-    metrics = {q: {**rows, **diagnosed["metrics"].get(q, {})} for q, rows in measured.metrics.items()}
-    state["step"] = "decide"
-    decision = gate.decide_batch(prepared, coverage_problems, measured)
-    record = GateRecord(batch_id=state["batch_id"], batch_hash=batch_hash, config_hash=state["config_hash"],
-                        decision=decision.decision, reasons=decision.reasons, metrics=metrics,
-                        coverage=coverage, validation=prepared.summary, timing=timing, created_at=started,
-                        reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
-                                 "data_docs": measured.data_docs})
-    summary = _summary(record, warnings=decision.warnings)
-    # per-rater rows go to the report and result.json, not into the store (they grow with the raters)
-    summary["diagnostics"] = to_jsonable(diagnosed["diagnostics"])
-    state["step"] = "publish"
-    summary["reports"].update(_timed(timing, "publish", lambda: publish_task(summary, out)))
-    summary["report"] = summary["reports"].get("html")
-    _artifacts(summary)
-    state["step"] = "persist"
-    record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
-    stored = _timed(timing, "persist", lambda: store.save(record, replace=previous is not None))
-    # a concurrent run of the same batch stored its record first: report that one, and do not alert twice
-    concurrent = stored.run_id != record.run_id
-    return {**_summary(stored, warnings=decision.warnings), "timing": timing,
-            "diagnostics": summary["diagnostics"]}, concurrent
-
-
-def _measure(cfg: GateConfig, frame: Any, categories: dict[str, Any], out: Path,
-             parallel_questions: bool) -> gate.Measured:
-    if parallel_questions and cfg.runner == "dask" and len(cfg.questions) > 1:
-        return measure_questions_flow.with_options(task_runner=dask_task_runner(cfg))(cfg, frame, categories, out)
-    return measure_task(cfg, frame, categories, out)
-
-
-# Namespace of the two-integer PostgreSQL advisory locks of gate runs ("LG"); the store's own locks use the
-# single bigint key space, which does not overlap with this one.
-_PG_RUN_LOCK_CLASS = 0x4C47
-_SQLITE_LOCK_FILES = 256
-_THREAD_LOCKS: dict[str, threading.Lock] = {}
-_THREAD_LOCKS_GUARD = threading.Lock()
-
-
-@contextmanager
-def run_lock(store: ResultsStore, batch_hash: str, config_hash: str) -> Iterator[None]:
-    """Hold the lock of one ``(batch_hash, config_hash)`` key: concurrent runs of one key queue here.
-
-    PostgreSQL: a session advisory lock on a dedicated connection (released when the block ends or the
-    process dies). SQLite file: an exclusive ``flock`` on one of 256 files ``<database>.locks/XX.lock``
-    chosen by the key (one machine, as SQLite itself; two keys sharing a file only wait for each other).
-    In-memory SQLite: a lock of this process. Other databases: no lock; the store's unique key still keeps
-    one record.
-    """
-    key = hashlib.sha256(f"{batch_hash}\0{config_hash}".encode()).hexdigest()
-    backend = store.engine.dialect.name
-    if backend == "postgresql":
-        with store.engine.connect() as conn:
-            objid = int.from_bytes(bytes.fromhex(key[:8]), "big", signed=True)
-            conn.exec_driver_sql(f"SELECT pg_advisory_lock({_PG_RUN_LOCK_CLASS}, {objid})")
-            conn.commit()
-            try:
-                yield
-            finally:
-                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_PG_RUN_LOCK_CLASS}, {objid})")
-                conn.commit()
-        return
-    database = store.engine.url.database or ""
-    if backend == "sqlite" and database and database != ":memory:" and not database.startswith("file:"):
-        slot = int(key[:8], 16) % _SQLITE_LOCK_FILES  # a bounded set of files: lock files are never deleted
-        with _file_lock(Path(database).with_name(Path(database).name + ".locks") / f"{slot:02x}.lock"):
-            yield
-        return
-    if backend == "sqlite":
-        with _THREAD_LOCKS_GUARD:
-            lock = _THREAD_LOCKS.setdefault(key, threading.Lock())
-        with lock:
-            yield
-        return
-    yield
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the file is closed, also on a crash
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _config(config: Any) -> GateConfig:
-    if isinstance(config, GateConfig):
-        return config
-    if isinstance(config, dict):
-        return config_from_dict(config)
-    return load_config(config)
-
-
-def _timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:
-    start = time.perf_counter()
-    try:
-        return func()
-    finally:
-        timing[name] = round(time.perf_counter() - start, 4)
-
-
-def _summary(record: GateRecord, warnings: list[str] | None = None) -> dict[str, Any]:
-    data = to_jsonable(record.to_dict())
-    data["warnings"] = list(warnings or [])
-    data["report"] = (data.get("reports") or {}).get("html")
-    return data
-
-
-def _error_summary(state: dict[str, Any], exc: BaseException, started: datetime,
-                   timing: dict[str, float]) -> dict[str, Any]:
-    record = gate.error_record(state["batch_id"], state["batch_hash"], state["config_hash"], state["step"], exc)
-    record.created_at, record.timing, record.finished_at = started, timing, datetime.now(UTC)
-    cfg: GateConfig | None = state["cfg"]
-    try:
-        if cfg is not None:
-            out = gate.run_directory(cfg, record.batch_id, record.batch_hash)
-            record.reports = write_gate_report(_summary(record), out)
-    except Exception as report_error:  # the ERROR decision stands even without a report
-        record.reasons.append(f"the error report could not be written: {gate.describe_error(report_error)}")
-    try:
-        if state["store"] is not None:
-            record = state["store"].save(record, replace=True)
-    except Exception as store_error:
-        record.reasons.append(f"the ERROR record could not be stored: {gate.describe_error(store_error)}")
-    summary = _summary(record)
-    summary["error_step"] = state["step"]
-    return summary
-
-
-def _alert(state: dict[str, Any], summary: dict[str, Any], logger: Any) -> list[dict[str, Any]]:
-    cfg: GateConfig | None = state["cfg"]
-    if cfg is None or not cfg.alerts.channels:
-        return []
-    key = f"{summary.get('batch_hash')}:{summary.get('config_hash')}:{summary['decision']}"
-    outcomes = alerts.deliver(summary["decision"], summary, cfg.alerts, dedupe_key=key)
-    for outcome in outcomes:
-        if not outcome.get("ok"):
-            logger.warning("alert to %s failed: %s", outcome.get("channel"), outcome.get("error"))
-    try:
-        if state["store"] is not None and outcomes:
-            state["store"].record_alerts(summary["run_id"], outcomes)
-    except Exception as exc:  # the run and its decision are stored already
-        logger.warning("could not record alert outcomes: %s", gate.describe_error(exc))
-    return outcomes
 
 
 def _artifacts(summary: dict[str, Any]) -> None:
@@ -469,7 +250,3 @@ def _artifacts(summary: dict[str, Any]) -> None:
 
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
-
-
-def _default_batch_id(batch: str | None) -> str:
-    return Path(batch).name.split(".")[0] if batch else "batch"

@@ -1,0 +1,280 @@
+"""The gate as one Python call, without Prefect: load → validate → align → measure → diagnose → decide → publish →
+persist → alert.
+
+>>> from labelgate.gate import run                                                   # doctest: +SKIP
+>>> summary = run("configs/example.yaml", "new_batch.csv", "experts.csv")            # doctest: +SKIP
+>>> summary["decision"]                                                               # doctest: +SKIP
+'ACCEPT'
+
+The run **fails closed**: the decision starts as ERROR and only :func:`labelgate.gate.steps.decide_batch` can change
+it; any exception in any step ends the run as ERROR with the step and the reason stored (when the store is
+reachable), reported and alerted. An alert delivery failure is recorded on the run and never changes the decision.
+
+Orchestrators add to a run, never change its logic, through :class:`Hooks`: the Prefect flows
+(:mod:`labelgate.flows.gate`) run each step as a Prefect task, write Prefect artifacts and fan questions out on Dask;
+the CLI and the flows pass the HTML report writer (reporting is a layer above the gate).
+
+Concurrent runs: a run holds the lock of its ``(batch_hash, config_hash)`` key (:mod:`labelgate.pipeline.run_lock`)
+from the store look-up to the stored record, so the same batch gated twice at once is computed once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from labelgate.gate import diagnose as diagnose_step
+from labelgate.gate import measure as measure_step
+from labelgate.gate import steps
+from labelgate.pipeline import alerts
+from labelgate.pipeline import sources as io
+from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
+from labelgate.pipeline.run_lock import run_lock
+from labelgate.pipeline.store import GateRecord, ResultsStore, to_jsonable
+
+T = TypeVar("T")
+LOGGER = logging.getLogger("labelgate.gate")
+
+#: Process exit code of each decision (the CLI's contract): exit 1 means REJECT and nothing else.
+EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
+
+
+def _direct(name: str, func: Callable[..., T], *args: Any) -> T:
+    return func(*args)
+
+
+@dataclass
+class Hooks:
+    """What an orchestrator adds around the gate's steps; the defaults run everything here, in turn.
+
+    Attributes
+    ----------
+    step : callable ``(name, func, *args) -> result``
+        Runs one step (``load``, ``validate``, ``align``, ``measure``, ``diagnose``, ``publish``); the Prefect flow
+        runs it as a task.
+    measure : callable, optional
+        Replaces the measure step's function (the flow's Dask fan-out over questions).
+    publish : callable ``(summary, out_dir) -> {name: path}``, optional
+        Writes the reports (``labelgate.reporting.report.write_gate_report``). Without it a run writes no report
+        and its summary names none.
+    on_summary : callable ``(summary) -> None``, optional
+        Called with the published summary before it is stored (the flow's Prefect artifacts).
+    logger : logging.Logger
+    """
+
+    step: Callable[..., Any] = _direct
+    measure: Callable[..., steps.Measured] | None = None
+    publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None
+    on_summary: Callable[[dict[str, Any]], None] | None = None
+    logger: Any = field(default=LOGGER)
+
+
+def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path | None = None,
+        trusted: str | Path | None = None, *, batch_id: str | None = None, force: bool = False,
+        hooks: Hooks | None = None) -> dict[str, Any]:
+    """Gate one batch against the trusted replication and return the run summary.
+
+    Parameters
+    ----------
+    config : path, mapping or GateConfig
+        The gate configuration (a YAML file path, or an already parsed config).
+    batch, trusted : str or Path, optional
+        Files of the batch and of the trusted replication; one file with a pool column may hold both (then pass
+        it as ``batch``). They override the config's sources.
+    batch_id : str, optional
+        Name of the batch in the store and the reports (default: the batch file's stem).
+    force : bool, default False
+        Recompute even when this batch content was gated with this configuration before.
+    hooks : Hooks, optional
+        Orchestration and reports (see :class:`Hooks`).
+
+    Returns
+    -------
+    dict
+        ``decision`` (ACCEPT / REJECT / REVIEW / ERROR), ``batch_id``, ``reasons``, ``warnings``, ``coverage``,
+        ``metrics``, ``validation``, ``reports``, ``report``, ``alerts``, ``run_id``, ``reused`` and the hashes;
+        ``error_step`` on ERROR. Never raises for a failure of the gate itself: that is an ERROR decision.
+    """
+    hooks = hooks or Hooks()
+    started = datetime.now(UTC)
+    timing: dict[str, float] = {}
+    state = new_state(batch_id, None if batch is None else str(batch))
+    with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
+        state["locks"] = locks
+        try:
+            summary, reused = _run(config, batch, trusted, force, state, timing, hooks)
+        except Exception as exc:  # fail closed: every failure ends as ERROR, never ACCEPT
+            hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
+            summary, reused = error_summary(state, exc, started, timing, hooks.publish), False
+    if not reused:
+        summary["alerts"] = _alert(state, summary, hooks.logger)
+    summary["reused"] = reused
+    hooks.logger.info("decision %s for batch %s", summary["decision"], summary["batch_id"])
+    return summary
+
+
+def new_state(batch_id: str | None, batch: str | None) -> dict[str, Any]:
+    """What a run knows so far (its ERROR record is built from this)."""
+    return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "batch_hash": None,
+            "config_hash": None, "store": None, "cfg": None, "locks": None}
+
+
+def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, Any], timing: dict[str, float],
+         hooks: Hooks) -> tuple[dict[str, Any], bool]:
+    started = datetime.now(UTC)
+    call = hooks.step
+    cfg = as_config(config)
+    state.update(cfg=cfg, config_hash=cfg.digest(), step="store")
+    store = ResultsStore.from_config(cfg.store)
+    store.migrate()
+    state["store"] = store
+    state["step"] = "load"
+    crowd, trusted_df = timed(timing, "load", lambda: call("load", steps.load, cfg, batch, trusted))
+    state["batch_hash"] = batch_hash = io.content_hash(crowd)
+    state["step"] = "lock"
+    state["locks"].enter_context(run_lock(store, batch_hash, state["config_hash"]))
+    previous = store.find(batch_hash, state["config_hash"])
+    if previous is not None and previous.decision != "ERROR" and not force:
+        hooks.logger.info("batch content already gated with this configuration (run %s): reusing its decision",
+                          previous.run_id)
+        return summary_of(previous), True
+    out = steps.run_directory(cfg, state["batch_id"], batch_hash)
+    state["step"] = "validate"
+    prepared = timed(timing, "validate", lambda: call("validate", steps.prepare, cfg, crowd, trusted_df, out))
+    steps.require_rows(prepared.crowd, "batch")
+    steps.require_rows(prepared.trusted, "trusted")
+    state["step"] = "align"
+    coverage, coverage_problems = timed(
+        timing, "align", lambda: call("align", steps.coverage, cfg, prepared.crowd, prepared.trusted))
+    state["step"] = "measure"
+    frame = steps.canonical_frame(cfg, prepared.crowd, prepared.trusted)
+    measure = hooks.measure or measure_step.measure
+    measured = timed(timing, "measure", lambda: call("measure", measure, cfg, frame, prepared.categories, out))
+    state["step"] = "diagnose"
+    diagnosed = timed(timing, "diagnose",
+                      lambda: call("diagnose", diagnose_step.diagnose, cfg, frame, prepared.categories))
+    metrics = {q: {**rows, **diagnosed["metrics"].get(q, {})} for q, rows in measured.metrics.items()}
+    state["step"] = "decide"
+    decision = steps.decide_batch(prepared, coverage_problems, measured)
+    record = GateRecord(batch_id=state["batch_id"], batch_hash=batch_hash, config_hash=state["config_hash"],
+                        decision=decision.decision, reasons=decision.reasons, metrics=metrics,
+                        coverage=coverage, validation=prepared.summary, timing=timing, created_at=started,
+                        reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
+                                 "data_docs": measured.data_docs})
+    summary = summary_of(record, warnings=decision.warnings)
+    # per-rater rows go to the report and result.json, not into the store (they grow with the raters)
+    summary["diagnostics"] = to_jsonable(diagnosed["diagnostics"])
+    state["step"] = "publish"
+    if hooks.publish is not None:
+        publish = hooks.publish
+        summary["reports"].update(timed(timing, "publish", lambda: call("publish", publish, summary, out)))
+    summary["report"] = summary["reports"].get("html")
+    if hooks.on_summary is not None:
+        hooks.on_summary(summary)
+    state["step"] = "persist"
+    record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
+    stored = timed(timing, "persist", lambda: store.save(record, replace=previous is not None))
+    # a concurrent run of the same batch stored its record first: report that one, and do not alert twice
+    concurrent = stored.run_id != record.run_id
+    return {**summary_of(stored, warnings=decision.warnings), "timing": timing,
+            "diagnostics": summary["diagnostics"]}, concurrent
+
+
+def as_config(config: Any) -> GateConfig:
+    """A parsed :class:`GateConfig` from a path, a mapping or a config."""
+    if isinstance(config, GateConfig):
+        return config
+    if isinstance(config, Mapping):
+        return config_from_dict(dict(config))
+    return load_config(config)
+
+
+def timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:
+    """``func()``, its wall time recorded as ``timing[name]`` (also when it raises)."""
+    start = time.perf_counter()
+    try:
+        return func()
+    finally:
+        timing[name] = round(time.perf_counter() - start, 4)
+
+
+def summary_of(record: GateRecord, warnings: list[str] | None = None) -> dict[str, Any]:
+    """The JSON-able run summary of a stored record."""
+    data = to_jsonable(record.to_dict())
+    data["warnings"] = list(warnings or [])
+    data["report"] = (data.get("reports") or {}).get("html")
+    return data
+
+
+def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, timing: dict[str, float],
+                  publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None) -> dict[str, Any]:
+    """Store (when the store is reachable), report and summarise the ERROR of a failed run."""
+    record = steps.error_record(state["batch_id"], state["batch_hash"], state["config_hash"], state["step"], exc)
+    record.created_at, record.timing, record.finished_at = started, timing, datetime.now(UTC)
+    cfg: GateConfig | None = state["cfg"]
+    try:
+        if cfg is not None and publish is not None:
+            out = steps.run_directory(cfg, record.batch_id, record.batch_hash)
+            record.reports = publish(summary_of(record), out)
+    except Exception as report_error:  # the ERROR decision stands even without a report
+        record.reasons.append(f"the error report could not be written: {steps.describe_error(report_error)}")
+    try:
+        if state["store"] is not None:
+            record = state["store"].save(record, replace=True)
+    except Exception as store_error:
+        record.reasons.append(f"the ERROR record could not be stored: {steps.describe_error(store_error)}")
+    summary = summary_of(record)
+    summary["error_step"] = state["step"]
+    return summary
+
+
+def failed_batch(cfg: GateConfig, job: Mapping[str, Any], exc: BaseException, step: str,
+                 publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None) -> dict[str, Any]:
+    """The ERROR summary of a backlog batch whose run could not even start (its worker or transport failed)."""
+    state = new_state(job.get("batch_id"), job.get("batch"))
+    state.update(cfg=cfg, config_hash=cfg.digest(), step=step)
+    try:
+        state["store"] = ResultsStore.from_config(cfg.store)
+    except Exception:  # the ERROR summary is still returned
+        state["store"] = None
+    summary = error_summary(state, exc, datetime.now(UTC), {}, publish)
+    summary["reused"] = False
+    return summary
+
+
+def backlog_job(entry: str | Mapping[str, Any]) -> dict[str, Any]:
+    """``{"batch", "trusted", "batch_id"}`` of one backlog entry (a path, or a mapping of those keys)."""
+    if isinstance(entry, Mapping):
+        unknown = set(entry) - {"batch", "trusted", "batch_id"}
+        if unknown:
+            raise ConfigError(f"A backlog entry takes 'batch', 'trusted' and 'batch_id'; got {sorted(unknown)}.")
+        return {"batch": entry.get("batch"), "trusted": entry.get("trusted"), "batch_id": entry.get("batch_id")}
+    return {"batch": str(entry), "trusted": None, "batch_id": None}
+
+
+def _alert(state: dict[str, Any], summary: dict[str, Any], logger: Any) -> list[dict[str, Any]]:
+    cfg: GateConfig | None = state["cfg"]
+    if cfg is None or not cfg.alerts.channels:
+        return []
+    key = f"{summary.get('batch_hash')}:{summary.get('config_hash')}:{summary['decision']}"
+    outcomes = alerts.deliver(summary["decision"], summary, cfg.alerts, dedupe_key=key)
+    for outcome in outcomes:
+        if not outcome.get("ok"):
+            logger.warning("alert to %s failed: %s", outcome.get("channel"), outcome.get("error"))
+    try:
+        if state["store"] is not None and outcomes:
+            state["store"].record_alerts(summary["run_id"], outcomes)
+    except Exception as exc:  # the run and its decision are stored already
+        logger.warning("could not record alert outcomes: %s", steps.describe_error(exc))
+    return outcomes
+
+
+def default_batch_id(batch: str | None) -> str:
+    """The batch file's stem (``batch`` when there is no file)."""
+    return Path(batch).name.split(".")[0] if batch else "batch"
