@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
@@ -59,8 +59,7 @@ def _status(message: str, enabled: bool = True) -> Iterator[Callable[[str], None
 def _fail(error: BaseException, hint: str) -> typer.Exit:
     if _State.debug:
         raise error
-    message = getattr(error, "message", None) or str(error) or type(error).__name__
-    typer.echo(f"error: {message.strip().splitlines()[0]}", err=True)
+    typer.echo(f"error: {_first_line(error)}", err=True)
     typer.echo(f"hint: {hint}", err=True)
     return typer.Exit(EXIT_CODES["ERROR"])
 
@@ -76,21 +75,85 @@ def gate(
     force: Annotated[bool, typer.Option("--force", help="Recompute even if this batch was gated before.")] = False,
 ) -> None:
     """Accept, reject or send a batch to review against a trusted replication."""
-    summary = _run_gate(config, batch, trusted, batch_id, force, progress=not as_json)
+    summary, problem = _run_gate(config, batch, trusted, batch_id, force, progress=not as_json)
     if as_json:
         typer.echo(json.dumps(gate_json(summary), default=str))
-    else:
+    elif problem is None:
         typer.echo(gate_text(summary))
+    if problem is not None:  # found before anything heavy started: one line on stderr
+        raise _fail(*problem)
     raise typer.Exit(EXIT_CODES.get(summary.get("decision", "ERROR"), 3))
 
 
 def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | None, force: bool,
-              progress: bool) -> dict[str, Any]:
+              progress: bool) -> tuple[dict[str, Any], tuple[BaseException, str] | None]:
+    """Check what can be checked cheaply, reuse a stored decision, and only then start Prefect and GX.
+
+    Returns the run summary and, for a configuration or input error found before the run, the error and its hint
+    (the summary is then the ERROR the gate recorded, or, without a valid configuration, an unrecorded ERROR).
+    """
+    from labelgate.errors import LabelGateError
+    from labelgate.pipeline.config import GateConfig, load_config
+    from labelgate.pipeline.preflight import check_inputs
+
+    try:
+        cfg: GateConfig = load_config(config)
+    except LabelGateError as exc:  # nothing to record: without a valid config there is no store to record in
+        summary = {"decision": "ERROR", "batch_id": batch_id or batch.name.split(".")[0],
+                   "reasons": [f"config: {_first_line(exc)}"], "error_step": "config"}
+        return summary, (exc, "fix the configuration file (keys and values are listed in configs/example.yaml)")
+    trusted_path = str(trusted) if trusted else None
+    try:
+        check_inputs(cfg, batch, trusted_path)
+    except LabelGateError as exc:
+        # the gate records this ERROR (with its report) itself; no Prefect or GX is started for it
+        from labelgate.gate import Hooks, run
+        from labelgate.reporting.report import write_gate_report
+
+        _quiet_loggers()
+        summary = run(cfg, str(batch), trusted_path, batch_id=batch_id, force=force,
+                      hooks=Hooks(publish=write_gate_report))
+        return summary, (exc, "check the input files and the column names in the configuration")
+    if not force:
+        stored = _stored_decision(cfg, batch, trusted_path)
+        if stored is not None:
+            return stored, None
     with _status("Gating the batch (first start of the local Prefect API takes a few seconds)", progress):
+        _quiet_loggers()
         from labelgate.flows.gate import run_gate_flow
 
-        return run_gate_flow(str(config), batch=str(batch), trusted=str(trusted) if trusted else None,
-                         batch_id=batch_id, force=force)
+        return run_gate_flow(cfg, batch=str(batch), trusted=trusted_path, batch_id=batch_id, force=force), None
+
+
+def _first_line(error: BaseException) -> str:
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    return message.strip().splitlines()[0]
+
+
+def _stored_decision(cfg: Any, batch: Path, trusted: str | None) -> dict[str, Any] | None:
+    """The stored summary of this batch content under this configuration, or None (then the gate runs)."""
+    from labelgate.pipeline.sources import content_hash, load_pools
+    from labelgate.pipeline.store import ResultsStore, record_summary
+
+    try:
+        crowd, _ = load_pools(cfg, batch, trusted)
+        store = ResultsStore.from_config(cfg.store, auto_migrate=False)
+        record = store.find(content_hash(crowd), cfg.digest())
+    except Exception:  # no store yet, or a load problem: the full run reports it properly
+        return None
+    if record is None or record.decision == "ERROR":
+        return None
+    return {**record_summary(record), "reused": True}
+
+
+def _quiet_loggers() -> None:
+    """One line on stderr: Prefect's and the gate's own loggers stay silent unless --debug."""
+    import logging
+
+    if _State.debug:
+        return
+    for name in ("prefect", "labelgate", "great_expectations", "distributed"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +209,7 @@ def metrics(
     ci: Annotated[float | None, typer.Option(help="Interval level; 0 for none.")] = 0.95,
     n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    duplicates: Annotated[str, typer.Option(help="A rater judging an item twice: error | first | last.")] = "error",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The core metrics panel for one file (one or two pools)."""
@@ -162,13 +226,15 @@ def metrics(
             progress("building Ratings")
             scale = cast("Level", level)  # validated by the core, which names the parameter
             if pool in table.columns and table[pool].nunique() >= 2:
-                pools = ratings_by_pool(table, pool=pool, item=item, rater=rater, value=label, level=scale)
+                pools = ratings_by_pool(table, pool=pool, item=item, rater=rater, value=label, level=scale,
+                                        duplicates=cast("Any", duplicates))
             else:
-                pools = {"all": Ratings.from_long(table, item=item, rater=rater, value=label, level=scale)}
+                pools = {"all": Ratings.from_long(table, item=item, rater=rater, value=label, level=scale,
+                                                  duplicates=cast("Any", duplicates))}
             panel = metrics_panel(pools, ci=ci or None, n_boot=n_boot, seed=seed, progress=progress)
     except Exception as exc:
-        raise _fail(exc, "check the file path, the column names (--item/--rater/--label/--pool) and --level") \
-            from None
+        raise _fail(exc, "check the file path, the column names (--item/--rater/--label/--pool), --level and "
+                         "--duplicates (error | first | last)") from None
     result = {group: {name: est.to_dict() for name, est in row.items()} for group, row in panel.items()}
     if as_json:
         typer.echo(json.dumps(result, default=str))
@@ -251,7 +317,8 @@ def demo(
     for scenario, description in batches.items():
         paths = write_synthetic(out / "data" / scenario, scenario, n_items, seed=7)
         typer.echo(f"\n== {scenario}: {description}")
-        summary = _run_gate(config, paths["batch"], paths["trusted"], f"demo-{scenario}", force=True, progress=True)
+        summary, _ = _run_gate(config, paths["batch"], paths["trusted"], f"demo-{scenario}", force=True,
+                               progress=True)
         typer.echo(gate_text(summary))
         decisions[scenario] = summary.get("decision")
     typer.echo(f"\nresults store: {out / 'results.db'}\nconfig: {config}")

@@ -13,7 +13,6 @@ import pandas as pd
 
 from labelgate.gate.decision import Outcome
 from labelgate.gate.steps import CANONICAL, Measured, _numeric, _slug
-from labelgate.gx import raised_exception
 from labelgate.pipeline.config import Gate, GateConfig, Question
 
 _GATE_PARAMS = {
@@ -104,6 +103,8 @@ def outcome_from_result(evr: Any) -> Outcome:
     value = details.get("value")
     value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
     gate = meta.get("labelgate_gate", cfg.type)
+    from labelgate.gx import raised_exception  # GX is imported by the measure step only
+
     message = raised_exception(evr)
     if message is not None:
         details["reason"] = f"the expectation failed to run: {message}"

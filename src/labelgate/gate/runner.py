@@ -36,7 +36,7 @@ from labelgate.pipeline import alerts
 from labelgate.pipeline import sources as io
 from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
 from labelgate.pipeline.run_lock import run_lock
-from labelgate.pipeline.store import GateRecord, ResultsStore, to_jsonable
+from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
 
 T = TypeVar("T")
 LOGGER = logging.getLogger("labelgate.gate")
@@ -206,10 +206,7 @@ def timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:
 
 def summary_of(record: GateRecord, warnings: list[str] | None = None) -> dict[str, Any]:
     """The JSON-able run summary of a stored record."""
-    data = to_jsonable(record.to_dict())
-    data["warnings"] = list(warnings or [])
-    data["report"] = (data.get("reports") or {}).get("html")
-    return data
+    return record_summary(record, warnings)
 
 
 def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, timing: dict[str, float],

@@ -250,6 +250,7 @@ class GateConfig(_Strict):
 
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
+GateT = TypeVar("GateT", bound="GateConfig")
 
 
 def load_config(path: str | Path, model: type[ConfigT] = GateConfig) -> ConfigT:  # type: ignore[assignment]
@@ -279,7 +280,38 @@ def load_config(path: str | Path, model: type[ConfigT] = GateConfig) -> ConfigT:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
-    return config_from_dict({} if data is None else data, source=str(path), model=model)
+    config = config_from_dict({} if data is None else data, source=str(path), model=model)
+    return resolve_paths(config, path.resolve().parent) if isinstance(config, GateConfig) else config
+
+
+def resolve_paths(config: GateT, base: Path) -> GateT:
+    """The config with every relative path it *sets* resolved against ``base`` (the config file's folder).
+
+    Sources' paths, ``reports.dir`` and a SQLite ``store.url`` given in the file resolve against its folder, so a
+    gate behaves the same from any working directory; defaults that the file does not set stay relative to the
+    working directory.
+
+    >>> cfg = GateConfig.model_validate({"batch": {"path": "data/new.csv"}, "reports": {"dir": "out"}})
+    >>> resolved = resolve_paths(cfg, Path("/srv/gates"))
+    >>> resolved.batch.path, resolved.reports.dir, resolved.trusted.path
+    ('/srv/gates/data/new.csv', '/srv/gates/out', None)
+    """
+    def under(value: str) -> str:
+        return value if Path(value).is_absolute() else str(base / value)
+
+    update: dict[str, Any] = {}
+    for name in ("batch", "trusted"):
+        source = getattr(config, name)
+        if source.path and "path" in source.model_fields_set:
+            update[name] = source.model_copy(update={"path": under(source.path)})
+    if "dir" in config.reports.model_fields_set:
+        update["reports"] = config.reports.model_copy(update={"dir": under(config.reports.dir)})
+    url = config.store.url
+    if "url" in config.store.model_fields_set and url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        database = url[len("sqlite:///"):]
+        if database and not database.startswith("/") and not database.startswith("file:"):
+            update["store"] = config.store.model_copy(update={"url": "sqlite:///" + under(database)})
+    return config.model_copy(update=update) if update else config
 
 
 def config_from_dict(data: Any, source: str = "<dict>",

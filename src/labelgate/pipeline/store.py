@@ -540,3 +540,11 @@ def _row_from_record(record: GateRecord) -> dict[str, Any]:
 def _record_from_row(row: Mapping[Any, Any]) -> GateRecord:
     values = {f.name: row[f.name] for f in fields(GateRecord)}
     return GateRecord(**values)
+
+
+def record_summary(record: GateRecord, warnings: list[str] | None = None) -> dict[str, Any]:
+    """The JSON-able run summary of a gate record (what the gate returns and the CLI prints)."""
+    data = to_jsonable(record.to_dict())
+    data["warnings"] = list(warnings or [])
+    data["report"] = (data.get("reports") or {}).get("html")
+    return data
