@@ -22,7 +22,7 @@ def diagnose(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any]
     from labelgate.metrics.xcc import disattenuated_correlation
 
     out: dict[str, Any] = {"diagnostics": {}, "metrics": {}}
-    n_boot = min(config.interval.n_boot, 500)
+    n_boot = config.interval.diagnose_n_boot
     for question in config.questions:
         rows = frame[frame["question"] == question.name]
         cats = categories.get(question.name)

@@ -121,6 +121,9 @@ class Interval(_Strict):
     n_boot: int = Field(default=DEFAULT_N_BOOT, ge=2)
     seed: int | None = 0
     use_ci_bound: bool = True
+    # The per-rater diagnostics and the disattenuated correlation are for the report, not the decision; their
+    # bootstrap runs per rater and costs more per resample, hence a resample count of their own.
+    diagnose_n_boot: int = Field(default=500, ge=2, description="Resamples of the report-only diagnostics.")
 
 
 class Validation(_Strict):
