@@ -82,3 +82,21 @@ def test_without_labelgate_installed_the_project_does_not_open(tmp_path):
     out = _python(blocked, str(root))
     assert out.returncode != 0
     assert "labelgate" in out.stderr
+
+
+def test_gate_runs_share_one_copy_of_gx_static_assets(tmp_path):
+    import pandas as pd
+
+    from labelgate.gx.project import project_context, share_static_assets
+
+    sizes = []
+    for run in ("run-a", "run-b"):
+        context = project_context(tmp_path / run)
+        context.build_data_docs()
+        shared = share_static_assets(context, tmp_path / "gx-static")
+        static = Path(context.root_directory) / "uncommitted" / "data_docs" / "local_site" / "static"
+        assert shared is not None and static.is_symlink() and static.resolve() == shared.resolve()
+        assert any(static.rglob("*.css"))  # the site still finds its styles through the link
+        sizes.append(sum(f.stat().st_size for f in (tmp_path / run).rglob("*") if f.is_file() and not f.is_symlink()))
+    assert max(sizes) < 500_000  # each run folder holds its own pages only, not the ~4 MB of GX assets
+    assert pd.Series([p.name for p in tmp_path.iterdir()]).str.fullmatch(r"[A-Za-z0-9._-]+").all()

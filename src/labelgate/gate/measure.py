@@ -61,7 +61,7 @@ def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any],
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     from labelgate.gx import suite_from_config, verify_checkpoint
-    from labelgate.gx.project import project_context
+    from labelgate.gx.project import project_context, share_static_assets
 
     context = project_context(out_dir)  # fails closed in any process that opens it (labelgate.gx.project)
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -91,6 +91,8 @@ def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any],
             outcome = outcome_from_result(evr)
             outcomes.append(outcome)
             metrics.setdefault(outcome.question, {}).update(_metric_rows(outcome))
+    # GX's static assets are the same for every run: one shared copy beside the run folders, not 4 MB per run
+    share_static_assets(context, Path(config.reports.dir) / "gx-static")
     docs = context.get_docs_sites_urls()
     return Measured(outcomes, metrics, docs[0]["site_url"] if docs else None, skipped)
 

@@ -17,6 +17,9 @@ the project does not open at all. Either way no suite naming LabelGate's expecta
 
 from __future__ import annotations
 
+import os
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +58,28 @@ def project_context(root: str | Path) -> Any:
         raise RuntimeError(f"{config} is not a LabelGate GX project (its expectations store was changed).")
     config.write_text(text.replace(_PLAIN, _OURS), encoding="utf-8")
     return gx.get_context(mode="file", project_root_dir=str(root))
+
+
+def share_static_assets(context: Any, shared: str | Path) -> Path | None:
+    """Replace the Data Docs site's static assets (GX's fonts, images and styles, ≈4 MB) by a link to one shared copy.
+
+    Every GX project writes the same assets next to its Data Docs; a gate run writes one project, so a folder of
+    run reports would hold one copy per run. The first call copies them to ``shared`` (atomically: concurrent runs
+    race on a rename, and the loser drops its copy); every call then links the site's ``static`` folder to it by a
+    relative path, so the site still opens from disk. Returns the shared folder, or None when the site has none.
+    """
+    static = Path(context.root_directory) / "uncommitted" / "data_docs" / "local_site" / "static"
+    if not static.is_dir() or static.is_symlink():
+        return None
+    shared = Path(shared)
+    if not shared.is_dir():
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        staging = shared.with_name(f"{shared.name}.{uuid.uuid4().hex}")
+        shutil.copytree(static, staging)
+        try:
+            staging.rename(shared)
+        except OSError:  # another run made it first
+            shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(static)
+    static.symlink_to(os.path.relpath(shared, static.parent), target_is_directory=True)
+    return shared
