@@ -13,6 +13,8 @@ expectation's parameters, so they are testable without a GX context.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +81,55 @@ def _check_pool(df: Any, column: str, name: str, value: Any) -> Any:
     return mask
 
 
+# The expectations of one suite validate the same batch: GX hands every metric provider the same DataFrame object,
+# so the pools are built once per (batch content, parameters) and shared. The key holds a hash of the columns read
+# (a DataFrame changed in place between validations is never served stale pools); the entry is dropped with the
+# DataFrame. Hashing costs about a third of building the pools (0.018 s vs 0.061 s on 135,000 rows).
+_SPLITS: dict[int, tuple[weakref.ref[Any], dict[Any, Pools]]] = {}
+_SPLITS_LOCK = threading.RLock()  # re-entrant: the weakref callback may run inside the lock (GC)
+_SPLIT_KEYS = ("question", "question_column", "pool_column", "item_column", "rater_column", "label_column", "level",
+               "crowd_pool", "trusted_pool", "duplicates")
+
+
 def split_pools(df: Any, kw: dict[str, Any], *, need_trusted: bool) -> Pools:
+    """:func:`build_pools`, shared by the expectations that validate the same batch with the same parameters."""
+    import pandas as pd
+
+    columns = [c for c in (kw.get("item_column"), kw.get("rater_column"), kw.get("label_column"),
+                           kw.get("pool_column"), kw.get("question_column")) if c is not None and c in df.columns]
+    try:
+        content = int(pd.util.hash_pandas_object(df[columns], index=True).sum()) if columns else 0
+        key = (content, len(df), tuple(repr(kw.get(k)) for k in _SPLIT_KEYS),
+               repr(kw.get("categories")))
+    except TypeError:  # a column pandas cannot hash: build without sharing
+        return build_pools(df, kw, need_trusted=need_trusted)
+    frame_id = id(df)
+    with _SPLITS_LOCK:
+        ref, cached = _SPLITS.get(frame_id, (None, {}))
+        if ref is None or ref() is not df:
+            cached = {}
+            _SPLITS[frame_id] = (weakref.ref(df, _forget(frame_id)), cached)
+        hit = cached.get(key)
+        # the same rows serve both kinds of expectation; one that needs the trusted pool still gets its error
+        if hit is not None and (hit.trusted is not None or not need_trusted):
+            return hit
+    pools = build_pools(df, kw, need_trusted=need_trusted)
+    with _SPLITS_LOCK:
+        cached[key] = pools
+    return pools
+
+
+def _forget(frame_id: int) -> Any:
+    """The weakref callback that drops a collected DataFrame's shared pools."""
+
+    def forget(_: Any) -> None:
+        with _SPLITS_LOCK:
+            _SPLITS.pop(frame_id, None)
+
+    return forget
+
+
+def build_pools(df: Any, kw: dict[str, Any], *, need_trusted: bool) -> Pools:
     """Filter the batch to one question and split it into crowd / trusted Ratings.
 
     Raises
