@@ -14,7 +14,7 @@ with a 95% bootstrap interval (``--n-boot`` resamples; the bootstrap runs on the
 wall times, the peak RSS of each process (driver, each worker; ``ru_maxrss``) and the largest difference
 between the two paths' values.
 
-Run: ``python benchmarks/bench_dask.py [--rows 1000000 3000000 10000000] [--n-boot 200] [--data /tmp/lg-bench]
+Run: ``python benchmarks/bench_dask.py [--rows 1000000 3000000 10000000] [--n-boot 200] [--data DIR]
 [--json out.json]``. Needs the ``dask`` extra. The dataset is written under ``--data`` (not in the repository)
 and reused when present.
 """
@@ -27,6 +27,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 3_000_000, 10_000_000])
     parser.add_argument("--n-boot", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--data", type=Path, default=Path("/tmp/labelgate-bench-dask"))
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "labelgate-bench-dask")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--_run", help=argparse.SUPPRESS)
     parser.add_argument("--_path", type=Path, help=argparse.SUPPRESS)

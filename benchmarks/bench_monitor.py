@@ -18,6 +18,7 @@ import argparse
 import json
 import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -270,7 +271,7 @@ def main() -> None:
     c.add_argument("--new", type=int, default=10_000)
     c.add_argument("--chunk", type=int, default=500_000)
     c.add_argument("--repeats", type=int, default=5)
-    c.add_argument("--workdir", default="/tmp/labelgate-bench-monitor")
+    c.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "labelgate-bench-monitor"))
     f = sub.add_parser("false-alarms")
     f.add_argument("--seeds", type=int, default=16)
     f.add_argument("--windows", type=int, default=1000)

@@ -1,6 +1,6 @@
 """The monitor's history: the stored window series, the drift episodes and the current per-rater rows.
 
-Shapes follow the data contract with the reports (``/tmp/lg/contract.md``): window rows
+Shapes are what the monitoring report reads (:func:`labelgate.reporting.report.render_monitor_report`): window rows
 ``{question, metric, window_start, window_end, scope, value, ci_low, ci_high, n_items, n_ratings,
 threshold}``, episodes ``{episode_id, question, metric, kind, opened_at, closed_at, reason,
 worst_raters}``, per-rater rows ``{rater_id, pool, n_ratings, n_shared_items, kappa_vs_trusted,
