@@ -15,7 +15,6 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,13 +27,10 @@ from sqlalchemy.engine import Connection
 from labelgate.core.labels import label_key, label_number, plain_label
 from labelgate.errors import InputError, Reason
 from labelgate.metrics.diagnostics import RaterSums, block_width, evaluate_pairs, rater_rows_from_sums
-from labelgate.monitor import drift as drift_mod
-from labelgate.monitor import sources, windows
+from labelgate.monitor import episodes, sources, window_pass, windows
 from labelgate.monitor.config import MonitorConfig, as_monitor_config
 from labelgate.monitor.schema import (
     deliveries_table,
-    detectors_table,
-    episodes_table,
     judgements_table,
     keys_table,
     migrate,
@@ -46,7 +42,7 @@ from labelgate.monitor.schema import (
     windows_table,
     write_transaction,
 )
-from labelgate.monitor.sources import utc
+from labelgate.monitor.sources import jsonable, utc
 from labelgate.monitor.state import (
     CROWD,
     PARTS,
@@ -64,11 +60,11 @@ from labelgate.monitor.state import (
     unpack_rater,
     update_parts,
 )
+from labelgate.monitor.window_pass import CHUNK as _CHUNK
+from labelgate.monitor.window_pass import load_items
 from labelgate.pipeline.store import ResultsStore
 
 _log = logging.getLogger("labelgate.monitor")
-_CHUNK = 500  # ids per IN (...) query
-_WINDOW_BATCH = 50  # windows measured per range query
 
 
 @dataclass
@@ -189,7 +185,7 @@ class Monitor:
         with write_transaction(self.engine) as conn:
             self._ensure_monitor(conn)
             if replay:
-                self._reset_windows(conn)
+                episodes.reset(conn, self.name)
             accepted, delivery_rows = self._accept(conn, deliveries, pass_id)
             questions = {}
             for question in self.cfg.questions:
@@ -219,7 +215,7 @@ class Monitor:
                     status="ok",
                     started_at=started,
                     finished_at=finished,
-                    summary=_jsonable(summary),
+                    summary=jsonable(summary),
                 )
             )
         return summary
@@ -371,7 +367,8 @@ class Monitor:
             summary["cumulative"] = self._cumulative_rows(stream, question)
         timing[f"cumulative[{question.name}]"] = round(time.perf_counter() - t0, 4)
         t0 = time.perf_counter()
-        summary["windows"], summary["events"] = self._windows(conn, stream, question, pass_id)
+        summary["windows"], summary["events"] = window_pass.measure_windows(
+            conn, self.cfg, self.name, stream, question, pass_id)
         timing[f"windows[{question.name}]"] = round(time.perf_counter() - t0, 4)
         self._save_stream(conn, stream)
         return summary
@@ -545,7 +542,7 @@ class Monitor:
         frame = frame.loc[first]
         if frame.empty:
             return
-        existing = self._load_items(conn, sid, frame["item_id"].unique().tolist())
+        existing = load_items(conn, sid, frame["item_id"].unique().tolist())
         key = ["pool", "item_id", "rater_id"]
         joined = frame.merge(existing[[*key, "code"]].rename(columns={"code": "stored"}), on=key, how="left")
         fresh = joined["stored"].isna().to_numpy()
@@ -619,21 +616,6 @@ class Monitor:
             r["first_ts"] = int(ts.min()) if r["first_ts"] is None else min(r["first_ts"], int(ts.min()))
             r["watermark"] = int(ts.max()) if r["watermark"] is None else max(r["watermark"], int(ts.max()))
         return new
-
-    def _load_items(
-        self, conn: Connection, sid: int, items: list[str], pool: int | None = None
-    ) -> pd.DataFrame:
-        j = judgements_table
-        columns = [j.c.pool, j.c.item_id, j.c.rater_id, j.c.code, j.c.value, j.c.ts, j.c.seq]
-        parts: list[Any] = []
-        for start in range(0, len(items), _CHUNK):
-            query = select(*columns).where(
-                j.c.stream_id == sid, j.c.item_id.in_(items[start : start + _CHUNK])
-            )
-            if pool is not None:
-                query = query.where(j.c.pool == pool)
-            parts.extend(conn.execute(query).all())
-        return pd.DataFrame(parts, columns=["pool", "item_id", "rater_id", "code", "value", "ts", "seq"])
 
     def _insert_judgements(self, conn: Connection, sid: int, new: pd.DataFrame) -> None:
         values = new["value"].to_numpy(dtype=np.float64)
@@ -927,7 +909,7 @@ class Monitor:
         estimates = {
             name: part_estimate(parts, stream.parts[name].expand(parts.widths[name]), level) for name in PARTS
         }
-        thresholds = self.thresholds(question, estimates["irr_trusted"]["value"])
+        thresholds = episodes.thresholds(self.cfg, question, estimates["irr_trusted"]["value"])
         r = stream.row
         out: dict[str, dict[str, Any]] = {}
         for name in self.cfg.monitor.metrics:
@@ -978,241 +960,6 @@ class Monitor:
         if records:
             conn.execute(insert(windows_table), records)
         return rows
-
-    def thresholds(self, question: Any, irr_trusted: float | None) -> dict[str, float | None]:
-        """Gate thresholds of each monitored metric of a question (the trusted baseline)."""
-        out: dict[str, float | None] = {}
-        for metric, gate_type in (
-            ("normalized_cross_kappa", "normalized_cross_kappa"),
-            ("cross_kappa", "cross_kappa"),
-            ("spa", "spa"),
-        ):
-            gate = self.cfg.threshold_gate(question, gate_type)
-            out[metric] = None if gate is None else gate.min_value
-        gate = self.cfg.threshold_gate(question, "irr_baseline")
-        irr = irr_trusted if irr_trusted is not None and math.isfinite(irr_trusted) else None
-        if gate is None or irr is None:
-            out["irr_crowd"] = None
-        elif gate.tolerance is not None:
-            out["irr_crowd"] = irr - gate.tolerance
-        else:
-            out["irr_crowd"] = irr * gate.min_ratio
-        out["irr_trusted"] = None
-        return out
-
-    # ------------------------------------------------------------------------------------------ windows
-    def _windows(
-        self,
-        conn: Connection,
-        stream: _Stream,
-        question: Any,
-        pass_id: str,
-    ) -> tuple[int, list[dict[str, Any]]]:
-        window, r = self.cfg.monitor.window, stream.row
-        start, stop = windows.to_close(window, r["closed_until"], r["first_ts"], r["watermark"], r["n_seq"])
-        if stop <= start:
-            return 0, []
-        metrics: list[str] = [m for m in self.cfg.monitor.metrics if m in windows.WINDOW_METRICS]
-        irr_trusted = None
-        if stream.parts.get("irr_trusted") is not None and stream.parts["irr_trusted"].n > 0:
-            parts = Parts(stream.meta)
-            irr_trusted = part_estimate(
-                parts, stream.parts["irr_trusted"].expand(parts.widths["irr_trusted"]), None
-            )["value"]
-        thresholds = self.thresholds(question, irr_trusted)
-        detectors = self._load_detectors(conn, question.name, metrics)
-        measured, events = 0, []
-        for batch in range(start, stop, _WINDOW_BATCH):
-            crowd = self._window_judgements(conn, r["stream_id"], batch, min(stop, batch + _WINDOW_BATCH))
-            if crowd.empty:
-                continue
-            crowd["window"] = windows.window_index(window, crowd["ts"].to_numpy(), crowd["seq"].to_numpy())
-            trusted = self._load_items(conn, r["stream_id"], crowd["item_id"].unique().tolist(), pool=TRUSTED)
-            for index, rows in crowd.groupby("window", sort=True):
-                items = rows["item_id"].unique()
-                mine = trusted.loc[trusted["item_id"].isin(items)]
-                events += self._measure_window(
-                    conn, stream, question, int(index), rows, mine, metrics, thresholds, detectors, pass_id
-                )
-                measured += 1
-        r["closed_until"] = stop
-        self._save_detectors(conn, question.name, detectors)
-        return measured, events
-
-    def _window_judgements(self, conn: Connection, sid: int, start: int, stop: int) -> pd.DataFrame:
-        j, window = judgements_table, self.cfg.monitor.window
-        query = select(j.c.pool, j.c.item_id, j.c.rater_id, j.c.code, j.c.value, j.c.ts, j.c.seq).where(
-            j.c.stream_id == sid, j.c.pool == CROWD
-        )
-        if window.kind == "hours":
-            size = windows.length_us(window)
-            query = query.where(j.c.ts >= start * size, j.c.ts < stop * size)
-        else:
-            n = int(window.annotations or 1)
-            query = query.where(j.c.seq >= start * n, j.c.seq < stop * n)
-        return pd.DataFrame(
-            conn.execute(query).all(), columns=["pool", "item_id", "rater_id", "code", "value", "ts", "seq"]
-        )
-
-    def _measure_window(
-        self,
-        conn: Connection,
-        stream: _Stream,
-        question: Any,
-        index: int,
-        crowd: pd.DataFrame,
-        trusted: pd.DataFrame,
-        metrics: list[str],
-        thresholds: dict[str, float | None],
-        detectors: dict[str, dict[str, Any]],
-        pass_id: str,
-    ) -> list[dict[str, Any]]:
-        cfg = self.cfg
-        seed = [int(cfg.interval.seed or 0), int(index)]
-        numbers = windows.measure(
-            crowd, trusted, stream.meta, metrics, ci=cfg.interval.ci, n_boot=cfg.monitor.n_boot, seed=seed
-        )
-        start, end = windows.bounds(cfg.monitor.window, index, crowd["ts"].to_numpy())
-        records, events = [], []
-        drift = cfg.monitor.drift
-        change_metrics = set(drift.change.metrics)
-        baseline_metrics = set(drift.baseline_metrics if drift.baseline_metrics is not None else metrics)
-        worst: list[str] | None = None
-        for metric in metrics:
-            row = {
-                "question": question.name,
-                "metric": metric,
-                "window_start": utc(start),
-                "window_end": utc(end),
-                "scope": "window",
-                **numbers[metric],
-                "threshold": thresholds.get(metric),
-            }
-            records.append(
-                {
-                    "monitor": self.name,
-                    "question": question.name,
-                    "metric": metric,
-                    "scope": "window",
-                    "window_index": index,
-                    "window_start": start,
-                    "window_end": end,
-                    "value": row["value"],
-                    "ci_low": row["ci_low"],
-                    "ci_high": row["ci_high"],
-                    "n_items": row["n_items"],
-                    "n_ratings": row["n_ratings"],
-                    "threshold": row["threshold"],
-                    "pass_id": pass_id,
-                }
-            )
-            series_row = {**row, "window_index": index, "window_start": start, "window_end": end}
-            found = drift_mod.step(
-                detectors[metric],
-                series_row,
-                threshold=row["threshold"],
-                baseline=drift.baseline and metric in baseline_metrics,
-                change=metric in change_metrics,
-                drift=drift,
-                level=cfg.interval.ci or 0.95,
-            )
-            for event in found:
-                if event.transition == "open" and worst is None:
-                    worst = windows.worst_raters(crowd, trusted, stream.meta, cfg.monitor.raters.worst)
-                events.append(
-                    self._episode(conn, question.name, metric, event, worst or [], detectors[metric])
-                )
-        conn.execute(insert(windows_table), records)
-        return events
-
-    def _episode(
-        self,
-        conn: Connection,
-        question: str,
-        metric: str,
-        event: drift_mod.Event,
-        worst: list[str],
-        detector: dict[str, Any],
-    ) -> dict[str, Any]:
-        e = episodes_table
-        eid = drift_mod.episode_id(self.name, question, metric, event.kind, event.since)
-        window = {k: v for k, v in event.window.items() if k not in ("window_start", "window_end")}
-        window.update(
-            window_start=utc(event.window["window_start"]), window_end=utc(event.window["window_end"])
-        )
-        if event.transition == "open":
-            detector[event.kind]["open"]["episode_id"] = eid
-            exists = conn.execute(select(e.c.episode_id).where(e.c.episode_id == eid)).first()
-            if exists is None:
-                conn.execute(
-                    insert(e).values(
-                        episode_id=eid,
-                        monitor=self.name,
-                        question=question,
-                        metric=metric,
-                        kind=event.kind,
-                        opened_at=event.since,
-                        closed_at=None,
-                        reason=event.reason,
-                        close_reason=None,
-                        worst_raters=worst,
-                        details={"opened_by": window, **_jsonable(event.details)},
-                        alerts_done=False,
-                    )
-                )
-        else:
-            details = conn.execute(select(e.c.details).where(e.c.episode_id == eid)).scalar() or {}
-            conn.execute(
-                update(e)
-                .where(e.c.episode_id == eid)
-                .values(
-                    closed_at=event.window["window_end"],
-                    close_reason=event.reason,
-                    alerts_done=False,
-                    details={**details, "closed_by": window},
-                )
-            )
-        return {
-            "episode_id": eid,
-            "transition": event.transition,
-            "kind": event.kind,
-            "question": question,
-            "metric": metric,
-            "since": utc(event.since),
-            "reason": event.reason,
-            "worst_raters": worst,
-        }
-
-    def _load_detectors(
-        self, conn: Connection, question: str, metrics: Iterable[str]
-    ) -> dict[str, dict[str, Any]]:
-        d = detectors_table
-        rows: dict[str, Any] = dict(
-            conn.execute(  # type: ignore[arg-type]
-                select(d.c.metric, d.c.state).where(d.c.monitor == self.name, d.c.question == question)
-            ).all()
-        )
-        return {m: rows.get(m) or drift_mod.new_state() for m in metrics}
-
-    def _save_detectors(self, conn: Connection, question: str, detectors: dict[str, dict[str, Any]]) -> None:
-        d = detectors_table
-        conn.execute(delete(d).where(d.c.monitor == self.name, d.c.question == question))
-        conn.execute(
-            insert(d),
-            [
-                {"monitor": self.name, "question": question, "metric": m, "state": s}
-                for m, s in detectors.items()
-            ],
-        )
-
-    def _reset_windows(self, conn: Connection) -> None:
-        """Forget windows, detectors and episodes (not the sent alerts): the pass measures them again."""
-        w, d, e, s = windows_table, detectors_table, episodes_table, streams_table
-        conn.execute(delete(w).where(w.c.monitor == self.name, w.c.scope == "window"))
-        conn.execute(delete(d).where(d.c.monitor == self.name))
-        conn.execute(delete(e).where(e.c.monitor == self.name))
-        conn.execute(update(s).where(s.c.monitor == self.name).values(closed_until=None))
-
 
 # ---------------------------------------------------------------------------------------------- helpers
 def run_pass(config: Any, *, replay: bool = False, send_alerts: bool = True) -> dict[str, Any]:
@@ -1285,20 +1032,6 @@ def _num(value: Any) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(float(value)) else None
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    return value
 
 
 def _update_raters(**values: Any) -> Any:

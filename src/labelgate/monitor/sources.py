@@ -10,6 +10,7 @@ and are recognised judgement by judgement.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -256,3 +257,18 @@ def _iso(us: Any) -> str:
 def utc(us: int | None) -> str | None:
     """ISO 8601 (UTC) of microseconds since the epoch."""
     return None if us is None else datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat()
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-storable copy: numpy scalars as Python numbers, non-finite floats as None."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(float(value)) else None
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    return value
