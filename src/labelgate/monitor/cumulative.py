@@ -41,7 +41,6 @@ from labelgate.monitor.state import (
 from labelgate.monitor.window_pass import CHUNK as _CHUNK
 
 
-
 @dataclass
 class Stream:
     """One question's stream: its stored row, what its statistics depend on, and the maintained sums."""
