@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from labelgate.core.labels import label_key, label_number, plain_label
-from labelgate.monitor.engine import _codes
+from labelgate.monitor.merging import _codes
 from labelgate.monitor.state import Meta
 from labelgate.pipeline.validation import _canonical
 
