@@ -97,10 +97,15 @@ def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
 
     ``P_i = (n_i' W n_i - n_i) / (n_i (n_i - 1))`` since ``w_cc = 1``.
     """
-    agree = np.einsum("ic,ic->i", v.counts @ w, v.counts) - v.n
-    den = v.n * (v.n - 1.0)
-    out = np.zeros_like(v.n)
-    np.divide(agree, den, out=out, where=v.pairable)
+    return agreement_from_counts(v.counts, v.n, w)
+
+
+def agreement_from_counts(counts: np.ndarray, n: FloatArray, w: FloatArray) -> FloatArray:
+    """:func:`item_agreement` from item x category counts ``counts`` and ratings per item ``n`` (any rows)."""
+    agree = np.einsum("ic,ic->i", counts @ w, counts) - n
+    den = n * (n - 1.0)
+    out = np.zeros_like(n, dtype=np.float64)
+    np.divide(agree, den, out=out, where=n >= 2)
     return out
 
 

@@ -101,12 +101,22 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
                          explain=_explain_distance)
 
 
+def interval_within(moments: np.ndarray, pairable: np.ndarray) -> np.ndarray:
+    r"""Each item's sum of squared differences over ordered pairs of its values, from its moments
+    ``(count, sum, sum of squares)``: :math:`2 (n_i S_i - T_i^2) / (n_i - 1)`, 0 where not ``pairable``.
+
+    The block of interval α (the core) and of the monitor's maintained sums.
+    """
+    count, total, square = moments[:, 0], moments[:, 1], moments[:, 2]
+    within = np.zeros_like(count, dtype=np.float64)
+    np.divide(2.0 * (count * square - total**2), count - 1.0, out=within, where=pairable)
+    return within
+
+
 def _alpha_interval(v: ItemView) -> ItemStatistic:
     r = v.ratings
     mom = r.centered_item_moments()[v.codes] * v.pairable[:, None]
-    count, total, square = mom[:, 0], mom[:, 1], mom[:, 2]
-    within = np.zeros_like(count)
-    np.divide(2.0 * (count * square - total**2), count - 1.0, out=within, where=v.pairable)
+    within = interval_within(mom, v.pairable)
 
     def finalize(sums: list[np.ndarray]) -> Components:
         n, t, s = sums[1][:, 0], sums[1][:, 1], sums[1][:, 2]

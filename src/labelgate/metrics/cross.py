@@ -137,12 +137,20 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
                          n_ratings=n_ratings, explain=_explain_cross)
 
 
+def moment_cross_observed(mx: np.ndarray, my: np.ndarray) -> np.ndarray:
+    r"""Each common item's weighted squared cross differences from the two pools' moments ``(count, sum, sum of
+    squares)``: :math:`\frac{r_i + s_i}{r_i s_i} (r_i Q^y_i + s_i Q^x_i - 2 T^x_i T^y_i)` (xRR eq. 10, squared
+    distance). The block of interval/ratio κx (the core) and of the monitor's maintained sums.
+    """
+    r_i, s_i = mx[:, 0], my[:, 0]
+    w = (r_i + s_i) / (r_i * s_i)
+    return w * (r_i * my[:, 2] + s_i * mx[:, 2] - 2.0 * mx[:, 1] * my[:, 1])
+
+
 def _cross_moments(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, n_ratings: int) -> ItemStatistic:
     center = x.moment_center  # one centre for both replications: the distance is shift-invariant
     mx, my = x.centered_item_moments(center)[cx], y.centered_item_moments(center)[cy]
-    r_i, s_i = mx[:, 0], my[:, 0]
-    w = (r_i + s_i) / (r_i * s_i)
-    observed_i = w * (r_i * my[:, 2] + s_i * mx[:, 2] - 2.0 * mx[:, 1] * my[:, 1])
+    observed_i = moment_cross_observed(mx, my)
 
     def finalize(sums: list[np.ndarray]) -> Components:
         (rr, tx, qx), (ss, ty, qy) = sums[1].T, sums[2].T

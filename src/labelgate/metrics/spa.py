@@ -101,6 +101,21 @@ def item_weights(weighting: Weighting, n: FloatArray, p: np.ndarray | None = Non
     return np.where(n >= 2, base, 0.0)[None, :]
 
 
+def spa_from_sums(agree: np.ndarray, count: np.ndarray, category_counts: np.ndarray, sizes: FloatArray,
+                  weighting: Weighting, q: int) -> np.ndarray:
+    """SPA from its sums (rows: bootstrap replicates): item agreement and number of items per item size ``sizes``,
+    and the pairable items' category counts (the class prevalence of ``inv_var_class``).
+
+    .. math:: SPA = \\frac{\\sum_n k_n A_n}{\\sum_n k_n I_n}
+
+    with :math:`A_n` the summed agreement and :math:`I_n` the number of items of size :math:`n` and :math:`k_n` the
+    weighting's item weight (:func:`item_weights`). The core and the monitor's maintained sums both finish here.
+    """
+    p = safe_ratio(category_counts, category_counts.sum(axis=1, keepdims=True))
+    k = item_weights(weighting, np.asarray(sizes, dtype=np.float64), p, q)
+    return safe_ratio((k * agree).sum(axis=1), (k * count).sum(axis=1))
+
+
 def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = "annotations_m1",
               ) -> ItemStatistic:
     v = view(r, codes)
@@ -120,11 +135,8 @@ def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = 
         return [onehot * agree[:, None], onehot, counts]
 
     def finalize(sums: list[np.ndarray]) -> Components:
-        p = safe_ratio(sums[2], sums[2].sum(axis=1, keepdims=True))
-        k = item_weights(weighting, sizes, p, q)
-        num = (k * sums[0]).sum(axis=1)
-        den = (k * sums[1]).sum(axis=1)
-        return {"value": safe_ratio(num, den), "n_pairable": sums[1].sum(axis=1)}
+        return {"value": spa_from_sums(sums[0], sums[1], sums[2], sizes, weighting, q),
+                "n_pairable": sums[1].sum(axis=1)}
 
     def explain(point: Components) -> tuple[Reason, str]:
         return Reason.NO_PAIRABLE_ITEMS, "no item has two or more annotations"

@@ -17,11 +17,12 @@ The cost of a pass is proportional to the judgements on the touched items (plus 
 the judgements merged so far. Totals are kept with a compensation term (two-sum), so that millions of
 ``+ new - old`` updates do not drift.
 
-Three pieces are written here rather than taken from the core, each mirroring the core's formula (see the
-report to the lead for the hooks that would remove them): SPA, whose core block has one column per item size
-*present in the data* (here: one column per size ever seen, in order of appearance); and the moment-based
+Three metrics keep their own row layout here, while every formula comes from the core: SPA, whose core block has
+one column per item size *present in the data* (here: one column per size ever seen, in order of appearance; the
+item agreement and the value are the core's ``agreement_from_counts`` and ``spa_from_sums``); and the moment-based
 blocks of interval alpha and interval/ratio kappa_x, which the core centres at the first value of the
-:class:`~labelgate.Ratings` at hand (here: at a centre fixed when the stream starts).
+:class:`~labelgate.Ratings` at hand (here: at a centre fixed when the stream starts; the rows are the core's
+``interval_within`` and ``moment_cross_observed``).
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ import pandas as pd
 import scipy.sparse as sp
 
 from labelgate.core.ratings import Level, Ratings
-from labelgate.metrics._engine import ItemStatistic, safe_ratio
-from labelgate.metrics.cross import IRR_BUILDERS, build_cross_kappa
+from labelgate.metrics._engine import ItemStatistic
+from labelgate.metrics._items import agreement_from_counts
+from labelgate.metrics.alpha import interval_within
+from labelgate.metrics.cross import IRR_BUILDERS, build_cross_kappa, moment_cross_observed
 from labelgate.metrics.diagnostics import Kind, block_width, delta_interval, distance_kind, rater_item_rows
-from labelgate.metrics.spa import Weighting, item_weights
+from labelgate.metrics.spa import Weighting, spa_from_sums
 
 CROWD, TRUSTED = 0, 1
 PARTS: tuple[str, ...] = ("spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa")
@@ -204,14 +207,8 @@ class Parts:
 
     def _spa_value(self, flat: np.ndarray) -> np.ndarray:
         agree, count, counts = _split(flat, self.widths["spa"])
-        p = safe_ratio(counts, counts.sum(axis=1, keepdims=True))
-        k = item_weights(
-            self.meta.weighting,
-            np.asarray(self.meta.sizes, dtype=np.float64),
-            p,
-            self.meta.q,
-        )
-        return safe_ratio((k * agree).sum(axis=1), (k * count).sum(axis=1))
+        return spa_from_sums(agree, count, counts, np.asarray(self.meta.sizes, dtype=np.float64),
+                             self.meta.weighting, self.meta.q)
 
     def _normalized_value(self, flat: np.ndarray) -> np.ndarray:
         wk, wi = sum(self.kx_widths), sum(self.irr_widths)
@@ -244,8 +241,7 @@ class Parts:
     def _spa_rows(self, counts: np.ndarray) -> np.ndarray:
         n = counts.sum(axis=1)
         pairable = n >= 2
-        agree = np.zeros_like(n)
-        np.divide((counts * counts).sum(axis=1) - n, n * (n - 1.0), out=agree, where=pairable)
+        agree = agreement_from_counts(counts, n, np.eye(counts.shape[1]))
         slot = {size: j for j, size in enumerate(self.meta.sizes)}
         n_sizes = len(self.meta.sizes)
         onehot = np.zeros((n.size, n_sizes))
@@ -262,9 +258,7 @@ class Parts:
             on = np.zeros(m, dtype=bool)
             on[codes] = mom[codes, 0] >= 2
             mom = mom * on[:, None]
-            within = np.zeros(m)
-            np.divide(2.0 * (mom[:, 0] * mom[:, 2] - mom[:, 1] ** 2), mom[:, 0] - 1.0, out=within, where=on)
-            return np.column_stack([within, mom])
+            return np.column_stack([interval_within(mom, on), mom])
         r = ratings_from_counts(s.counts[pool], self.meta)
         if r is None or codes.size == 0:
             return np.zeros((m, width))
@@ -277,11 +271,8 @@ class Parts:
             return np.zeros((m, width))
         if self.moment_kappa:
             mx, my = s.moments[CROWD][codes], s.moments[TRUSTED][codes]
-            r_i, s_i = mx[:, 0], my[:, 0]
-            w = (r_i + s_i) / (r_i * s_i)
-            observed = w * (r_i * my[:, 2] + s_i * mx[:, 2] - 2.0 * mx[:, 1] * my[:, 1])
             out = np.zeros((m, width))
-            out[codes] = np.column_stack([observed, mx, my])
+            out[codes] = np.column_stack([moment_cross_observed(mx, my), mx, my])
             return out
         rx, ry = (
             ratings_from_counts(s.counts[CROWD], self.meta),
