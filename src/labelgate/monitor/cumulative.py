@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from labelgate.metrics.diagnostics import RaterSums, block_width, evaluate_pairs, rater_rows_from_sums
 from labelgate.monitor import episodes
 from labelgate.monitor.config import MonitorConfig
+from labelgate.monitor.raters import expand_rater, new_pairs, rater_deltas, rater_layout, unpack_rater
 from labelgate.monitor.schema import (
     keys_table,
     pairs_table,
@@ -29,13 +30,8 @@ from labelgate.monitor.state import (
     Parts,
     PartState,
     Touched,
-    expand_rater,
     item_states,
-    new_pairs,
     part_estimate,
-    rater_deltas,
-    rater_layout,
-    unpack_rater,
     update_parts,
 )
 from labelgate.monitor.window_pass import CHUNK as _CHUNK

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from labelgate.core.ratings import Level, Ratings
@@ -40,7 +39,7 @@ from labelgate.metrics._engine import ItemStatistic
 from labelgate.metrics._items import agreement_from_counts
 from labelgate.metrics.alpha import interval_within
 from labelgate.metrics.cross import IRR_BUILDERS, build_cross_kappa, moment_cross_observed
-from labelgate.metrics.diagnostics import Kind, block_width, delta_interval, distance_kind, rater_item_rows
+from labelgate.metrics.diagnostics import Kind, delta_interval, distance_kind
 from labelgate.metrics.spa import Weighting, spa_from_sums
 
 CROWD, TRUSTED = 0, 1
@@ -315,7 +314,7 @@ class PartState:
             return self
         if len(widths) != len(self.widths) or any(n < o for n, o in zip(widths, self.widths, strict=True)):
             raise ValueError(f"cannot re-lay sums from {self.widths} to {widths}")
-        positions = _positions(self.widths, widths)
+        positions = block_positions(self.widths, widths)
         out = PartState.empty(self.name, widths)
         out.hi[positions], out.lo[positions] = self.hi, self.lo
         if out.second is not None and self.second is not None:
@@ -362,7 +361,8 @@ class PartState:
         )
 
 
-def _positions(old: Sequence[int], new: Sequence[int]) -> np.ndarray:
+def block_positions(old: Sequence[int], new: Sequence[int]) -> np.ndarray:
+    """Where the columns of blocks of widths ``old`` land when the blocks grow to widths ``new``."""
     starts = np.cumsum([0, *new])[:-1]
     return np.concatenate(
         [start + np.arange(width) for start, width in zip(starts, old, strict=True)]
@@ -402,143 +402,3 @@ def part_estimate(parts: Parts, state: PartState, level: float | None) -> dict[s
         "n_items": round(state.n),
         "n_ratings": round(state.ratings),
     }
-
-
-# ------------------------------------------------------------------------------------------ raters
-def rater_layout(kind: Kind, q: int) -> tuple[int, list[int]]:
-    """(vector length, kappa block widths) of a rater's sums vector.
-
-    Vector: ``[n_ratings, trusted S (k), trusted M (k*k), trusted n, loo S (k), loo M (k*k), loo n,
-    pair_agree, pair_total]``.
-    """
-    k = block_width(kind, q)
-    widths = [1, q, q] if kind == "nominal" else ([q * q, q, q] if kind == "ordinal" else [1, 3, 3])
-    return 1 + 2 * (k + k * k + 1) + 2, widths
-
-
-def unpack_rater(vec: np.ndarray, k: int) -> dict[str, Any]:
-    """Split a rater sums vector into its named parts."""
-    at = 1
-    out: dict[str, Any] = {"n_ratings": vec[0]}
-    for name in ("trusted", "loo"):
-        out[name] = vec[at : at + k]
-        out[f"{name}_second"] = vec[at + k : at + k + k * k].reshape(k, k)
-        out[f"{name}_n"] = vec[at + k + k * k]
-        at += k + k * k + 1
-    out["pair_agree"], out["pair_total"] = vec[at], vec[at + 1]
-    return out
-
-
-def expand_rater(vec: np.ndarray, kind: Kind, q_old: int, q_new: int) -> np.ndarray:
-    """A rater vector laid out for ``q_new`` categories (nominal only; other kinds have fixed widths)."""
-    if q_old == q_new or kind != "nominal":
-        return vec
-    k_old, k_new = block_width(kind, q_old), block_width(kind, q_new)
-    pos = _positions([1, q_old, q_old], [1, q_new, q_new])
-    old, new = unpack_rater(vec, k_old), np.zeros(rater_layout(kind, q_new)[0])
-    new[0] = old["n_ratings"]
-    at = 1
-    for name in ("trusted", "loo"):
-        s = np.zeros(k_new)
-        s[pos] = old[name]
-        m = np.zeros((k_new, k_new))
-        m[np.ix_(pos, pos)] = old[f"{name}_second"]
-        new[at : at + k_new], new[at + k_new : at + k_new + k_new * k_new] = s, m.ravel()
-        new[at + k_new + k_new * k_new] = old[f"{name}_n"]
-        at += k_new + k_new * k_new + 1
-    new[at], new[at + 1] = old["pair_agree"], old["pair_total"]
-    return new
-
-
-@dataclass
-class RaterDelta:
-    """Changes of the per-rater sums of one pool: ``ids`` (R,), ``delta`` (R, L)."""
-
-    ids: np.ndarray
-    delta: np.ndarray
-
-
-def rater_deltas(t: Touched, old: States, new: States, meta: Meta) -> dict[int, RaterDelta]:
-    """Per pool, the change of each touched rater's sums (kappa rows vs trusted and vs co-raters)."""
-    kind, q = meta.kind, meta.q
-    k = block_width(kind, q)
-    length, _ = rater_layout(kind, q)
-    out = {}
-    for pool in (CROWD, TRUSTED):
-        rows = np.flatnonzero(t.pool == pool)
-        if rows.size == 0:
-            continue
-        ids, rater = np.unique(t.rater[rows], return_inverse=True)
-        delta = np.zeros((ids.size, length))
-        delta[:, 0] = np.bincount(rater, weights=t.new[rows].astype(np.float64), minlength=ids.size)
-        at = 1
-        for target in ("trusted", "loo"):
-            if target == "trusted" and pool == TRUSTED:
-                at += k + k * k + 1
-                continue
-            for sign, states, keep in ((1.0, new, np.ones(rows.size, dtype=bool)), (-1.0, old, ~t.new[rows])):
-                sub = rows[keep]
-                other = _other(states, t, sub, pool, target, kind)
-                block = rater_item_rows(kind, t.code[sub], other, q, t.value[sub])
-                present = (other[:, 0] if kind == "moments" else other.sum(axis=1)) > 0
-                group = rater[keep]
-                s = np.zeros((ids.size, k))
-                np.add.at(s, group, block)
-                m = np.zeros((ids.size, k, k))
-                np.add.at(m, group, block[:, :, None] * block[:, None, :])
-                delta[:, at : at + k] += sign * s
-                delta[:, at + k : at + k + k * k] += sign * m.reshape(ids.size, -1)
-                delta[:, at + k + k * k] += sign * np.bincount(
-                    group, weights=present.astype(np.float64), minlength=ids.size
-                )
-            at += k + k * k + 1
-        out[pool] = RaterDelta(ids, delta)
-    return out
-
-
-def _other(states: States, t: Touched, rows: np.ndarray, pool: int, target: str, kind: Kind) -> np.ndarray:
-    items = t.item[rows]
-    if target == "trusted":
-        return (states.moments[TRUSTED] if kind == "moments" else states.counts[TRUSTED])[items]
-    if kind == "moments":
-        x = t.value[rows]
-        return states.moments[pool][items] - np.column_stack([np.ones_like(x), x, x * x])
-    other = states.counts[pool][items].copy()
-    other[np.arange(rows.size), t.code[rows]] -= 1.0
-    return other
-
-
-def new_pairs(t: Touched) -> pd.DataFrame:
-    """Co-rating pairs formed by the new judgements: columns ``pool, rater_a, rater_b, n, agree``.
-
-    A pair is counted once per item, when its later judgement arrives (``rater_a < rater_b`` as text).
-    """
-    order = np.lexsort((t.rater.astype(str), t.item, t.pool))
-    pool, item, rater, code, new = t.pool[order], t.item[order], t.rater[order], t.code[order], t.new[order]
-    frames = []
-    d = 1
-    while d < item.size:
-        same = (item[d:] == item[:-d]) & (pool[d:] == pool[:-d])
-        if not same.any():
-            break
-        pick = same & (new[d:] | new[:-d])
-        if pick.any():
-            a, b = rater[:-d][pick].astype(str), rater[d:][pick].astype(str)
-            first = a <= b
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "pool": pool[:-d][pick],
-                        "rater_a": np.where(first, a, b),
-                        "rater_b": np.where(first, b, a),
-                        "agree": (code[:-d][pick] == code[d:][pick]).astype(np.int64),
-                    }
-                )
-            )
-        d += 1
-    if not frames:
-        return pd.DataFrame({"pool": [], "rater_a": [], "rater_b": [], "n": [], "agree": []})
-    pairs = pd.concat(frames, ignore_index=True)
-    return pairs.groupby(["pool", "rater_a", "rater_b"], as_index=False).agg(
-        n=("agree", "size"), agree=("agree", "sum")
-    )
