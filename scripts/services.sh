@@ -5,7 +5,7 @@
 #                                       server on a free port under a temporary directory, create a test
 #                                       database, and print on stdout:
 #                                         export LABELGATE_TEST_POSTGRES_URL=postgresql+psycopg://...
-#                                         export LABELGATE_TEST_POSTGRES_DIR=/tmp/labelgate-pg.XXXXXX
+#                                         export LABELGATE_TEST_POSTGRES_DIR=<temporary directory>/labelgate-pg.XXXXXX
 #                                       so that `eval "$(scripts/services.sh postgres)"` configures the tests.
 #   scripts/services.sh stop-postgres [DIR]
 #                                       stop the server started above (DIR defaults to $LABELGATE_TEST_POSTGRES_DIR)

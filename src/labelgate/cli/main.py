@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from labelgate.cli._output import Debug, fail, first_line, num
+from labelgate.gate.decision import EXIT_CODES
+
 if TYPE_CHECKING:
     from labelgate.core.ratings import Level
 
@@ -28,18 +31,13 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="LabelGate: agreement gates for human-labelling batches.")
 
 
-class _State:
-    debug = False
-
-
 @app.callback()
 def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and Prefect logs.")] = False) -> None:
-    _State.debug = debug
+    Debug.enabled = debug
     if debug:
         os.environ["PREFECT_LOGGING_LEVEL"] = "INFO"
 
@@ -54,14 +52,6 @@ def _status(message: str, enabled: bool = True) -> Iterator[Callable[[str], None
 
     with Console(stderr=True).status(message) as status:
         yield lambda label: status.update(f"{message} — {label}")
-
-
-def _fail(error: BaseException, hint: str) -> typer.Exit:
-    if _State.debug:
-        raise error
-    typer.echo(f"error: {_first_line(error)}", err=True)
-    typer.echo(f"hint: {hint}", err=True)
-    return typer.Exit(EXIT_CODES["ERROR"])
 
 
 # ----------------------------------------------------------------------------------------------- gate
@@ -81,7 +71,7 @@ def gate(
     elif problem is None:
         typer.echo(gate_text(summary))
     if problem is not None:  # found before anything heavy started: one line on stderr
-        raise _fail(*problem)
+        raise fail(*problem)
     raise typer.Exit(EXIT_CODES.get(summary.get("decision", "ERROR"), 3))
 
 
@@ -100,7 +90,7 @@ def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | N
         cfg: GateConfig = load_config(config)
     except LabelGateError as exc:  # nothing to record: without a valid config there is no store to record in
         summary = {"decision": "ERROR", "batch_id": batch_id or batch.name.split(".")[0],
-                   "reasons": [f"config: {_first_line(exc)}"], "error_step": "config"}
+                   "reasons": [f"config: {first_line(exc)}"], "error_step": "config"}
         return summary, (exc, "fix the configuration file (keys and values are listed in configs/example.yaml)")
     trusted_path = str(trusted) if trusted else None
     try:
@@ -125,11 +115,6 @@ def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | N
         return run_gate_flow(cfg, batch=str(batch), trusted=trusted_path, batch_id=batch_id, force=force), None
 
 
-def _first_line(error: BaseException) -> str:
-    message = getattr(error, "message", None) or str(error) or type(error).__name__
-    return message.strip().splitlines()[0]
-
-
 def _stored_decision(cfg: Any, batch: Path, trusted: str | None) -> dict[str, Any] | None:
     """The stored summary of this batch content under this configuration, or None (then the gate runs)."""
     from labelgate.pipeline.sources import content_hash, load_pools
@@ -150,7 +135,7 @@ def _quiet_loggers() -> None:
     """One line on stderr: Prefect's and the gate's own loggers stay silent unless --debug."""
     import logging
 
-    if _State.debug:
+    if Debug.enabled:
         return
     for name in ("prefect", "labelgate", "great_expectations", "distributed"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -179,22 +164,18 @@ def gate_text(summary: dict[str, Any]) -> str:
     coverage = summary.get("coverage") or {}
     if coverage:
         lines.append(f"  coverage: {coverage.get('common_items')} of {coverage.get('batch_items')} batch items are "
-                     f"in the trusted replication ({_num(coverage.get('coverage'))})")
+                     f"in the trusted replication ({num(coverage.get('coverage'))})")
     for question, rows in (summary.get("metrics") or {}).items():
         lines.append(f"  [{question}]")
         for name, row in rows.items():
             verdict = f"  {row['verdict']}" if row.get("verdict") else ""
-            lines.append(f"    {name:<26} {_num(row.get('value'))}  [{_num(row.get('ci_low'))}, "
-                         f"{_num(row.get('ci_high'))}]{verdict}")
+            lines.append(f"    {name:<26} {num(row.get('value'))}  [{num(row.get('ci_low'))}, "
+                         f"{num(row.get('ci_high'))}]{verdict}")
     for outcome in summary.get("alerts") or []:
         lines.append(f"  alert {outcome.get('channel')}: {'sent' if outcome.get('ok') else outcome.get('error')}")
     if summary.get("report"):
         lines.append(f"  report: {summary['report']}")
     return "\n".join(lines)
-
-
-def _num(value: Any) -> str:
-    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
 # -------------------------------------------------------------------------------------------- metrics
@@ -233,7 +214,7 @@ def metrics(
                                                   duplicates=cast("Any", duplicates))}
             panel = metrics_panel(pools, ci=ci or None, n_boot=n_boot, seed=seed, progress=progress)
     except Exception as exc:
-        raise _fail(exc, "check the file path, the column names (--item/--rater/--label/--pool), --level and "
+        raise fail(exc, "check the file path, the column names (--item/--rater/--label/--pool), --level and "
                          "--duplicates (error | first | last)") from None
     result = {group: {name: est.to_dict() for name, est in row.items()} for group, row in panel.items()}
     if as_json:
@@ -243,7 +224,7 @@ def metrics(
         typer.echo(f"[{group}]")
         for name, d in row.items():
             note = f"  ({d['reason']})" if d.get("reason") else ""
-            typer.echo(f"  {name:<24} {_num(d['value'])}  [{_num(d['ci_low'])}, {_num(d['ci_high'])}]"
+            typer.echo(f"  {name:<24} {num(d['value'])}  [{num(d['ci_low'])}, {num(d['ci_high'])}]"
                        f"  n_items={d['n_items']}{note}")
 
 
@@ -259,7 +240,7 @@ def synth(
     try:
         paths = write_synthetic(out, scenario, n_items, seed)
     except Exception as exc:
-        raise _fail(exc, "see `labelgate synth --help` for the scenarios") from None
+        raise fail(exc, "see `labelgate synth --help` for the scenarios") from None
     for name, path in paths.items():
         typer.echo(f"{name}: {path}")
 

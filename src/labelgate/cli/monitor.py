@@ -1,6 +1,6 @@
 """``labelgate monitor`` (one pass by hand) and ``labelgate history`` (the stored series).
 
-The lead wires them into the main application with ``register(app)``. Exit codes: 0 success, 3 error.
+The main application adds them with ``register(app)``. Exit codes: 0 success, 3 error.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-EXIT_ERROR = 3
+from labelgate.cli._output import fail, num
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +47,7 @@ def monitor_command(
             summary = monitor_flow(str(config), replay=replay)
     except Exception as exc:
         hint = "check the configuration (monitor.source, store) and that the drop folder exists"
-        raise _fail(exc, hint) from None
+        raise fail(exc, hint) from None
     typer.echo(json.dumps(summary, default=str) if as_json else pass_text(summary))
 
 
@@ -66,7 +66,7 @@ def history_command(
     try:
         out = history(str(config), since=since)
     except Exception as exc:
-        raise _fail(exc, "check --config and --since (e.g. 2026-01-05T00:00:00Z)") from None
+        raise fail(exc, "check --config and --since (e.g. 2026-01-05T00:00:00Z)") from None
     keep = _filter(question, metric)
     out = {
         "windows": [w for w in out["windows"] if keep(w)],
@@ -80,17 +80,6 @@ def _filter(question: str | None, metric: str | None) -> Any:
     return lambda row: (
         (question is None or row["question"] == question) and (metric is None or row["metric"] == metric)
     )
-
-
-def _fail(error: BaseException, hint: str) -> typer.Exit:
-    message = getattr(error, "message", None) or str(error) or type(error).__name__
-    typer.echo(f"error: {message.strip().splitlines()[0]}", err=True)
-    typer.echo(f"hint: {hint}", err=True)
-    return typer.Exit(EXIT_ERROR)
-
-
-def _num(value: Any) -> str:
-    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
 def pass_text(summary: dict[str, Any]) -> str:
@@ -107,9 +96,9 @@ def pass_text(summary: dict[str, Any]) -> str:
     for question, q in (summary.get("questions") or {}).items():
         lines.append(f"  [{question}] {q.get('windows', 0)} window(s) closed")
         for metric, row in (q.get("cumulative") or {}).items():
-            threshold = f"  threshold {_num(row['threshold'])}" if row.get("threshold") is not None else ""
+            threshold = f"  threshold {num(row['threshold'])}" if row.get("threshold") is not None else ""
             lines.append(
-                f"    {metric:<24} {_num(row['value'])}  [{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+                f"    {metric:<24} {num(row['value'])}  [{num(row['ci_low'])}, {num(row['ci_high'])}]"
                 f"  n_items={row['n_items']}{threshold}"
             )
         for event in q.get("events") or []:
@@ -134,8 +123,8 @@ def history_text(out: dict[str, Any]) -> str:
     for w in out["windows"]:
         lines.append(
             f"{w['question']:<12} {w['metric']:<24} {w['scope']:<10} {w['window_end']:<25} "
-            f"{_num(w['value']):>7} {_num(w['ci_low']):>7} {_num(w['ci_high']):>7} {w['n_items']:>6} "
-            f"{_num(w['threshold']):>9}"
+            f"{num(w['value']):>7} {num(w['ci_low']):>7} {num(w['ci_high']):>7} {w['n_items']:>6} "
+            f"{num(w['threshold']):>9}"
         )
     for e in out["episodes"]:
         state = f"closed {e['closed_at']}" if e["closed_at"] else "OPEN"
@@ -148,6 +137,6 @@ def history_text(out: dict[str, Any]) -> str:
         partners = f" with {', '.join(map(str, r['partners']))}" if r.get("partners") else ""
         lines.append(
             f"rater {r['rater_id']} ({r['pool']}, {r.get('question')}): {', '.join(r['flags'])}{partners}"
-            f"  kappa_vs_trusted {_num(r['kappa_vs_trusted'])}  loo {_num(r['loo_agreement'])}"
+            f"  kappa_vs_trusted {num(r['kappa_vs_trusted'])}  loo {num(r['loo_agreement'])}"
         )
     return "\n".join(lines)

@@ -30,7 +30,7 @@ from labelgate.errors import Reason
 from labelgate.gate import measure as measure_step
 from labelgate.gate import runner
 from labelgate.gate import steps as gate
-from labelgate.gate.runner import EXIT_CODES as EXIT_CODES
+from labelgate.gate.decision import EXIT_CODES as EXIT_CODES
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.reporting.report import write_gate_report
 
@@ -49,9 +49,7 @@ class GateRunError(RuntimeError):
 
 
 def _step(name: str, func: Callable[..., T], *args: Any) -> T:
-    """Run one gate step as a Prefect task of that name (the measure hook makes its own tasks or subflow)."""
-    if name == "measure":
-        return func(*args)
+    """Run one gate step as a Prefect task of that name."""
     return task(name=name, cache_policy=NO_CACHE)(func)(*args)
 
 
@@ -59,9 +57,9 @@ def _publish(summary: dict[str, Any], out: Path) -> dict[str, str]:
     return write_gate_report(summary, out)
 
 
-def _hooks(parallel_questions: bool) -> runner.Hooks:
+def _hooks() -> runner.Hooks:
     def measure(config: GateConfig, frame: Any, categories: dict[str, Any], out: Path) -> gate.Measured:
-        if parallel_questions and config.runner == "dask" and len(config.questions) > 1:
+        if config.runner == "dask" and len(config.questions) > 1:
             return measure_questions_flow.with_options(task_runner=dask_task_runner(config))(
                 config, frame, categories, out)
         return measure_task(config, frame, categories, out)
@@ -161,7 +159,7 @@ def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = Non
         Failed on ERROR (its result is a :class:`GateRunError` with the summary), Completed otherwise (its result
         is the summary). Use :func:`run_gate_flow` to get the summary in every case.
     """
-    summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=_hooks(True))
+    summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=_hooks())
     return final_state(summary)
 
 

@@ -25,6 +25,9 @@ Verdict = Literal["pass", "reject", "review"]
 _RANK = {"ACCEPT": 0, "REVIEW": 1, "REJECT": 2, "ERROR": 3}
 
 
+#: Process exit code of each decision (the CLI's contract): exit 1 means REJECT and nothing else.
+EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
+
 @dataclass(frozen=True)
 class Outcome:
     """One expectation's result on one question, as the policy needs it.

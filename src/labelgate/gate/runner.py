@@ -41,8 +41,6 @@ from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, t
 T = TypeVar("T")
 LOGGER = logging.getLogger("labelgate.gate")
 
-#: Process exit code of each decision (the CLI's contract): exit 1 means REJECT and nothing else.
-EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
 
 
 def _direct(name: str, func: Callable[..., T], *args: Any) -> T:
@@ -59,7 +57,8 @@ class Hooks:
         Runs one step (``load``, ``validate``, ``align``, ``measure``, ``diagnose``, ``publish``); the Prefect flow
         runs it as a task.
     measure : callable, optional
-        Replaces the measure step's function (the flow's Dask fan-out over questions).
+        Replaces the measure step, and is called as it is, not through ``step`` (the flow's task or its Dask
+        fan-out over questions).
     publish : callable ``(summary, out_dir) -> {name: path}``, optional
         Writes the reports (``labelgate.reporting.report.write_gate_report``). Without it a run writes no report
         and its summary names none.
@@ -143,7 +142,7 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     if previous is not None and previous.decision != "ERROR" and not force:
         hooks.logger.info("batch content already gated with this configuration (run %s): reusing its decision",
                           previous.run_id)
-        return summary_of(previous), True
+        return record_summary(previous), True
     out = steps.run_directory(cfg, state["batch_id"], batch_hash)
     state["step"] = "validate"
     prepared = timed(timing, "validate", lambda: call("validate", steps.prepare, cfg, crowd, trusted_df, out))
@@ -154,8 +153,12 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         timing, "align", lambda: call("align", steps.coverage, cfg, prepared.crowd, prepared.trusted))
     state["step"] = "measure"
     frame = steps.canonical_frame(cfg, prepared.crowd, prepared.trusted)
-    measure = hooks.measure or measure_step.measure
-    measured = timed(timing, "measure", lambda: call("measure", measure, cfg, frame, prepared.categories, out))
+    if hooks.measure is not None:  # an orchestrator's own measure (tasks, a Dask fan-out) runs as it is
+        measure = hooks.measure
+        measured = timed(timing, "measure", lambda: measure(cfg, frame, prepared.categories, out))
+    else:
+        measured = timed(timing, "measure",
+                         lambda: call("measure", measure_step.measure, cfg, frame, prepared.categories, out))
     state["step"] = "diagnose"
     diagnosed = timed(timing, "diagnose",
                       lambda: call("diagnose", diagnose_step.diagnose, cfg, frame, prepared.categories))
@@ -167,7 +170,7 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
                         coverage=coverage, validation=prepared.summary, timing=timing, created_at=started,
                         reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
                                  "data_docs": measured.data_docs})
-    summary = summary_of(record, warnings=decision.warnings)
+    summary = record_summary(record, warnings=decision.warnings)
     # per-rater rows go to the report and result.json, not into the store (they grow with the raters)
     summary["diagnostics"] = to_jsonable(diagnosed["diagnostics"])
     state["step"] = "publish"
@@ -182,7 +185,7 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     stored = timed(timing, "persist", lambda: store.save(record, replace=previous is not None))
     # a concurrent run of the same batch stored its record first: report that one, and do not alert twice
     concurrent = stored.run_id != record.run_id
-    return {**summary_of(stored, warnings=decision.warnings), "timing": timing,
+    return {**record_summary(stored, warnings=decision.warnings), "timing": timing,
             "diagnostics": summary["diagnostics"]}, concurrent
 
 
@@ -204,11 +207,6 @@ def timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:
         timing[name] = round(time.perf_counter() - start, 4)
 
 
-def summary_of(record: GateRecord, warnings: list[str] | None = None) -> dict[str, Any]:
-    """The JSON-able run summary of a stored record."""
-    return record_summary(record, warnings)
-
-
 def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, timing: dict[str, float],
                   publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None) -> dict[str, Any]:
     """Store (when the store is reachable), report and summarise the ERROR of a failed run."""
@@ -218,7 +216,7 @@ def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, 
     try:
         if cfg is not None and publish is not None:
             out = steps.run_directory(cfg, record.batch_id, record.batch_hash)
-            record.reports = publish(summary_of(record), out)
+            record.reports = publish(record_summary(record), out)
     except Exception as report_error:  # the ERROR decision stands even without a report
         record.reasons.append(f"the error report could not be written: {steps.describe_error(report_error)}")
     try:
@@ -226,7 +224,7 @@ def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, 
             record = state["store"].save(record, replace=True)
     except Exception as store_error:
         record.reasons.append(f"the ERROR record could not be stored: {steps.describe_error(store_error)}")
-    summary = summary_of(record)
+    summary = record_summary(record)
     summary["error_step"] = state["step"]
     return summary
 

@@ -35,6 +35,7 @@ from labelgate.monitor.state import (
     update_parts,
 )
 from labelgate.monitor.window_pass import CHUNK as _CHUNK
+from labelgate.monitor.window_pass import series_record
 
 
 @dataclass
@@ -358,25 +359,9 @@ class Cumulative:
     ) -> dict[str, dict[str, Any]]:
         rows = self.rows(stream, question)
         r = stream.row
-        records = [
-            {
-                "monitor": self.name,
-                "question": question.name,
-                "metric": name,
-                "scope": "cumulative",
-                "window_index": None,
-                "window_start": r["first_ts"] or 0,
-                "window_end": r["watermark"] or 0,
-                "value": row["value"],
-                "ci_low": row["ci_low"],
-                "ci_high": row["ci_high"],
-                "n_items": row["n_items"],
-                "n_ratings": row["n_ratings"],
-                "threshold": row["threshold"],
-                "pass_id": pass_id,
-            }
-            for name, row in rows.items()
-        ]
+        records = [series_record(self.name, question.name, name, "cumulative", None, r["first_ts"] or 0,
+                                 r["watermark"] or 0, row, pass_id)
+                   for name, row in rows.items()]
         if records:
             conn.execute(insert(windows_table), records)
         return rows

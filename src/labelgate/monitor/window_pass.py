@@ -37,6 +37,14 @@ def load_items(
     return pd.DataFrame(parts, columns=["pool", "item_id", "rater_id", "code", "value", "ts", "seq"])
 
 
+def series_record(monitor: str, question: str, metric: str, scope: str, index: int | None, start: int, end: int,
+                  row: dict[str, Any], pass_id: str) -> dict[str, Any]:
+    """One row of the stored series (a window's or the cumulative value of one metric)."""
+    return {"monitor": monitor, "question": question, "metric": metric, "scope": scope, "window_index": index,
+            "window_start": start, "window_end": end, "pass_id": pass_id,
+            **{k: row[k] for k in ("value", "ci_low", "ci_high", "n_items", "n_ratings", "threshold")}}
+
+
 def measure_windows(
     conn: Connection,
     cfg: MonitorConfig,
@@ -133,24 +141,7 @@ def _measure_window(
             **numbers[metric],
             "threshold": thresholds.get(metric),
         }
-        records.append(
-            {
-                "monitor": monitor,
-                "question": question.name,
-                "metric": metric,
-                "scope": "window",
-                "window_index": index,
-                "window_start": start,
-                "window_end": end,
-                "value": row["value"],
-                "ci_low": row["ci_low"],
-                "ci_high": row["ci_high"],
-                "n_items": row["n_items"],
-                "n_ratings": row["n_ratings"],
-                "threshold": row["threshold"],
-                "pass_id": pass_id,
-            }
-        )
+        records.append(series_record(monitor, question.name, metric, "window", index, start, end, row, pass_id))
         series_row = {**row, "window_index": index, "window_start": start, "window_end": end}
         found = drift_mod.step(
             detectors[metric],
