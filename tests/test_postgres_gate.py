@@ -33,6 +33,7 @@ from labelgate.flows.gate import gate_backlog_flow, run_gate_flow
 from labelgate.gate import measure as measure_step
 from labelgate.pipeline.run_lock import run_lock
 from labelgate.pipeline.store import ResultsStore
+from labelgate.pipeline.tables import metadata
 from labelgate.pipeline.synth import scenario_named, simulate
 
 PG_URL = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
@@ -274,8 +275,7 @@ def test_backlog_on_dask_workers_against_postgres(pg_store_url, batches, tmp_pat
     pytest.importorskip("prefect_dask", reason="the Dask runner needs the 'dask' extra (prefect-dask)")
     monkeypatch.setenv("LG_TEST_PG_STORE", pg_store_url)  # the worker processes inherit it
     engine = create_engine(pg_store_url)
-    with engine.begin() as conn:  # start again from a database without tables
-        conn.execute(text("DROP TABLE IF EXISTS labelgate_runs, labelgate_schema_version"))
+    metadata.drop_all(engine)  # start again from a database without tables
     engine.dispose()
     config = write_config(tmp_path, runner="dask")
     # two worker processes: the first two tasks are the same batch, gated at once in two processes

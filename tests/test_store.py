@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from labelgate.core.estimate import Estimate
 from labelgate.errors import ParameterError
 from labelgate.pipeline.store import SCHEMA_VERSION, GateRecord, ResultsStore, StoreError
+from labelgate.pipeline.tables import metadata
 
 
 def _record(decision: str = "REJECT", batch_hash: str = "bh1", config_hash: str = "ch1", **kw) -> GateRecord:
@@ -49,7 +50,9 @@ def db_url(request, tmp_path):
         return f"sqlite:///{tmp_path / 'nested' / 'dir' / 'results.db'}"
     if not PG_URL:
         pytest.skip("set LABELGATE_TEST_POSTGRES_URL to a disposable PostgreSQL database to run this test there")
-    _sql(PG_URL, "DROP TABLE IF EXISTS labelgate_runs, labelgate_schema_version")
+    engine = create_engine(PG_URL)
+    metadata.drop_all(engine)  # every LabelGate table: the schema is one chain
+    engine.dispose()
     return PG_URL
 
 
@@ -221,7 +224,8 @@ def test_migrate_twice_is_a_noop(db_url):
     store.save(_record())
     assert store.migrate() == SCHEMA_VERSION
     assert ResultsStore(db_url).migrate() == SCHEMA_VERSION
-    assert _sql(db_url, "SELECT version FROM labelgate_schema_version") == [(SCHEMA_VERSION,)]
+    assert _sql(db_url, "SELECT version FROM labelgate_schema_version ORDER BY version") == [
+        (v,) for v in range(1, SCHEMA_VERSION + 1)]
     assert _count_rows(db_url) == 1  # data kept
     assert store.schema_version() == SCHEMA_VERSION
 
@@ -235,13 +239,14 @@ def test_newer_schema_is_refused(db_url):
 
 
 def test_failed_migration_step_rolls_back_the_ddl(db_url, monkeypatch):
-    from labelgate.pipeline import store as store_module
+    from labelgate.pipeline import migrations
+    from labelgate.pipeline.tables import runs_table
 
     def crash_after_create(conn):
-        store_module.runs_table.create(conn)
+        runs_table.create(conn)
         raise RuntimeError("injected crash in migration")
 
-    monkeypatch.setitem(store_module._MIGRATIONS, 1, ("v1", crash_after_create))
+    monkeypatch.setitem(migrations._STEPS, 1, ("v1", crash_after_create))
     with pytest.raises(RuntimeError):
         ResultsStore(db_url).migrate()
     assert _tables(db_url) == set()  # transactional DDL: neither table survived

@@ -164,7 +164,7 @@ def deliver(decision: str, summary: Mapping[str, Any], alerts_config: Any, *, de
                                          backoff_seconds))
         except Exception as exc:  # a bug here must not cost the gate its decision or its record
             error = f"unexpected error: {_redact(_describe(exc))[:300]}"
-            _logger().error("LabelGate alert via %s: %s", _label(channel), error)
+            _logger().error("LabelGate alert via %s: %s", channel_label(channel), error)
             outcomes.append(_outcome(channel, decision, dedupe_key, attempts=0, error=error))
     return outcomes
 
@@ -181,7 +181,7 @@ def _deliver_one(channel: Any, decision: str, subject: str, payload: dict, cfg: 
 
 def _attempts(channel: Any, decision: str, subject: str, payload: dict, cfg: Any, dedupe_key: str | None,
               backoff_seconds: float, secrets: list[str]) -> dict[str, Any]:
-    label = _label(channel)
+    label = channel_label(channel)
     try:
         block = _make_block(channel, cfg, dedupe_key, secrets)
         body = _body_for(block, payload)
@@ -338,12 +338,13 @@ def _run_coroutine(awaitable: Any) -> None:
 
 def _outcome(channel: Any, decision: str, dedupe_key: str | None, *, attempts: int, ok: bool = False,
              error: str | None = None, sent_at: str | None = None) -> dict[str, Any]:
-    return {"channel": _label(channel), "type": getattr(channel, "type", None), "ok": ok,
+    return {"channel": channel_label(channel), "type": getattr(channel, "type", None), "ok": ok,
             "attempts": attempts, "error": error, "sent_at": sent_at, "decision": decision,
             "dedupe_key": dedupe_key}
 
 
-def _label(channel: Any) -> str:
+def channel_label(channel: Any) -> str:
+    """How an outcome names its channel: the type and the env var or block name, never the URL."""
     kind = getattr(channel, "type", "?")
     target = getattr(channel, "block", None) if kind == "prefect_block" else getattr(channel, "url_env", None)
     return f"{kind}:{target}"

@@ -4,66 +4,38 @@ A record is keyed by ``(batch_hash, config_hash)``: the content hash of the batc
 configuration. Gating the same content with the same configuration again finds the stored record instead of
 recomputing (``find``); ``save(record, replace=True)`` replaces it in one transaction (the CLI's ``--force``).
 Every write is one database transaction, so an exception before the commit leaves nothing behind. The schema
-is versioned (table ``labelgate_schema_version``) and created or upgraded by :meth:`ResultsStore.migrate`.
+is versioned (table ``labelgate_schema_version``, one chain with the monitor's tables: :mod:`labelgate.pipeline.
+migrations`) and created or upgraded by :meth:`ResultsStore.migrate`.
 
 Only SQLAlchemy 2.0 is used here (no Prefect, no GX). See ``docs/store-and-alerts.md``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from datetime import UTC, date, datetime
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    Column,
-    DateTime,
-    Engine,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    UniqueConstraint,
-    create_engine,
-    delete,
-    event,
-    func,
-    insert,
-    select,
-    text,
-    update,
-)
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.pool import StaticPool
 
-from labelgate.errors import LabelGateError, ParameterError, Reason, check_option
+from labelgate.errors import ParameterError, check_option
+from labelgate.pipeline.database import advisory_key, make_engine, safe_url, transaction
+from labelgate.pipeline.migrations import SCHEMA_VERSION, StoreError, migrate, schema_version
+from labelgate.pipeline.serialize import to_jsonable
+from labelgate.pipeline.tables import runs_table
 
-__all__ = ["DEFAULT_URL", "SCHEMA_VERSION", "GateRecord", "ResultsStore", "StoreError"]
+__all__ = ["DEFAULT_URL", "SCHEMA_VERSION", "GateRecord", "ResultsStore", "StoreError", "to_jsonable"]
 
 DEFAULT_URL = "sqlite:///labelgate-results.db"
 DECISIONS = ("ACCEPT", "REJECT", "REVIEW", "ERROR")
-#: Version of the schema this code reads and writes; :meth:`ResultsStore.migrate` upgrades older databases.
-SCHEMA_VERSION = 1
 _JSON_FIELDS = ("reasons", "metrics", "coverage", "validation", "timing", "reports", "alerts")
-# Key of the PostgreSQL advisory lock that serialises concurrent migrations (any constant int64 works).
-_PG_MIGRATE_LOCK = 0x4C47_5354  # "LGST"
-
-
-class StoreError(LabelGateError, RuntimeError):
-    """The results store cannot do what was asked (unknown run, schema newer than the code...)."""
-
-    default_code = Reason.INVALID_PARAMETER
 
 
 def _utcnow() -> datetime:
@@ -146,111 +118,10 @@ class GateRecord:
         return out
 
 
-def to_jsonable(value: Any, path: str = "value") -> Any:
-    """Convert ``value`` to plain JSON types: NaN/inf -> None, numpy scalars/arrays -> Python, dates -> ISO.
-
-    Raises
-    ------
-    ParameterError
-        A value cannot be represented in JSON; the message names its path (e.g. ``metrics.label.kappa``).
-
-    Examples
-    --------
-    >>> to_jsonable({"a": (1.0, float("inf")), "b": {2: float("nan")}})
-    {'a': [1.0, None], 'b': {'2': None}}
-    """
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return str(value)  # plain str, also for StrEnum members such as Reason
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v, f"{path}.{k}") for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    # numpy scalars and arrays without importing numpy; Estimate-like objects through their to_dict().
-    for method in ("to_dict", "tolist"):
-        if callable(getattr(value, method, None)):
-            return to_jsonable(getattr(value, method)(), path)
-    if callable(getattr(value, "item", None)):
-        return to_jsonable(value.item(), path)
-    raise ParameterError(f"{path}: a {type(value).__name__} cannot be stored as JSON in the results store.",
-                         parameter=path, value=type(value).__name__)
-
-
 def _as_utc(value: datetime) -> datetime:
     if not isinstance(value, datetime):
         raise ParameterError(f"Timestamps of a GateRecord must be datetimes; got {value!r}.", value=value)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-# --- schema ------------------------------------------------------------------------------------------
-
-_metadata = MetaData()
-
-schema_version_table = Table(
-    "labelgate_schema_version", _metadata,
-    Column("version", Integer, primary_key=True, autoincrement=False),
-    Column("description", String(200), nullable=False),
-    Column("applied_at", DateTime(timezone=True), nullable=False),
-)
-
-# The *current* shape of the runs table, used by queries. Migrations below are frozen copies: when the schema
-# changes, add a migration step (ALTER ...) and update this definition; never edit an applied step.
-runs_table = Table(
-    "labelgate_runs", _metadata,
-    Column("run_id", String(36), primary_key=True),
-    Column("batch_id", String(512), nullable=False),
-    Column("batch_hash", String(128), nullable=False),
-    Column("config_hash", String(128), nullable=False),
-    Column("decision", String(16), nullable=False),
-    Column("reasons", JSON, nullable=False),
-    Column("metrics", JSON, nullable=False),
-    Column("coverage", JSON, nullable=False),
-    Column("validation", JSON, nullable=False),
-    Column("timing", JSON, nullable=False),
-    Column("reports", JSON, nullable=False),
-    Column("alerts", JSON, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
-    Column("finished_at", DateTime(timezone=True), nullable=True),
-    UniqueConstraint("batch_hash", "config_hash", name="uq_labelgate_runs_batch_config"),
-)
-
-
-def _migration_1(conn: Connection) -> None:
-    # Frozen: the version-1 schema. It equals ``runs_table`` today; later versions get their own steps.
-    runs_table.create(conn)
-
-
-def apply_migrations(conn: Connection, version_table: Table,
-                     migrations: dict[int, tuple[str, Callable[[Connection], None]]], target: int, what: str) -> int:
-    """Apply the numbered ``migrations`` above the version recorded in ``version_table``, in ``conn``'s transaction.
-
-    Shared by the results store and the monitor's tables. Raises :class:`StoreError` when ``what`` (e.g. "the
-    results store") already has a newer schema than ``target``.
-    """
-    version_table.create(conn, checkfirst=True)
-    current = conn.execute(select(func.max(version_table.c.version))).scalar() or 0
-    if current > target:
-        raise StoreError(f"{what} has schema version {current}, newer than this LabelGate's {target}; "
-                         "upgrade LabelGate.")
-    for version in range(current + 1, target + 1):
-        description, step = migrations[version]
-        step(conn)
-        conn.execute(insert(version_table).values(version=version, description=description, applied_at=_utcnow()))
-    return target
-
-
-_MIGRATIONS: dict[int, tuple[str, Callable[[Connection], None]]] = {
-    1: ("runs table with unique (batch_hash, config_hash)", _migration_1),
-}
 
 
 # --- the store ---------------------------------------------------------------------------------------
@@ -295,7 +166,7 @@ class ResultsStore:
     def __init__(self, url: str = DEFAULT_URL, *, auto_migrate: bool = True,
                  busy_timeout: float = 30.0) -> None:
         self.url = url
-        self.engine = _make_engine(url, busy_timeout)
+        self.engine = make_engine(url, busy_timeout)
         self._auto_migrate = auto_migrate
         self._migrated = False
         self._migrate_lock = threading.Lock()
@@ -322,28 +193,21 @@ class ResultsStore:
     def migrate(self) -> int:
         """Create or upgrade the schema to :data:`SCHEMA_VERSION` in one transaction; idempotent.
 
-        Returns the schema version of the database afterwards.
+        Returns the schema version of the database afterwards (:func:`labelgate.pipeline.migrations.migrate`: one
+        chain for the gate's and the monitor's tables).
 
         Raises
         ------
         StoreError
             The database was written by a newer LabelGate (its schema version is higher than this code's).
         """
-        with self._raw_transaction(write=True) as conn:
-            if conn.dialect.name == "postgresql":
-                # Two gate runs starting at once must not both create the tables.
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATE_LOCK})
-            apply_migrations(conn, schema_version_table, _MIGRATIONS, SCHEMA_VERSION,
-                             f"The results store at {self._safe_url()}")
+        version = migrate(self.engine, f"The results store at {safe_url(self.url)}")
         self._migrated = True
-        return SCHEMA_VERSION
+        return version
 
     def schema_version(self) -> int:
         """Schema version recorded in the database (0 when it was never migrated)."""
-        with self._raw_transaction() as conn:
-            if not conn.dialect.has_table(conn, schema_version_table.name):
-                return 0
-            return int(conn.execute(select(func.max(schema_version_table.c.version))).scalar() or 0)
+        return schema_version(self.engine)
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -422,7 +286,7 @@ class ResultsStore:
         # collide. Other backends rely on save()'s retry of the whole transaction.
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                         {"key": _lock_key(record.batch_hash, record.config_hash)})
+                         {"key": advisory_key(record.batch_hash, record.config_hash)})
         conn.execute(delete(runs_table).where(runs_table.c.batch_hash == record.batch_hash,
                                               runs_table.c.config_hash == record.config_hash))
 
@@ -459,7 +323,7 @@ class ResultsStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"ResultsStore({self._safe_url()!r})"
+        return f"ResultsStore({safe_url(self.url)!r})"
 
     # -- internals ------------------------------------------------------------------------------------------
 
@@ -475,55 +339,9 @@ class ResultsStore:
     @contextmanager
     def _transaction(self, write: bool = False) -> Iterator[Connection]:
         self._ensure_migrated()
-        with self._raw_transaction(write) as conn:
+        with transaction(self.engine, write=write) as conn:
             yield conn
 
-    @contextmanager
-    def _raw_transaction(self, write: bool = False) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            if write:
-                conn.execution_options(labelgate_write=True)
-            with conn.begin():
-                yield conn
-
-    def _safe_url(self) -> str:
-        return make_url(self.url).render_as_string(hide_password=True)
-
-
-def _lock_key(batch_hash: str, config_hash: str) -> int:
-    digest = hashlib.sha256(f"{batch_hash}\0{config_hash}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)  # PostgreSQL advisory locks take a bigint
-
-
-def _make_engine(url: str, busy_timeout: float) -> Engine:
-    parsed = make_url(url)
-    # json.dumps(allow_nan=False): NaN must never reach the database as the invalid JSON token NaN.
-    kwargs: dict[str, Any] = {"json_serializer": lambda obj: json.dumps(obj, allow_nan=False)}
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True, **kwargs)
-    database = parsed.database or ""
-    in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
-    if in_memory:
-        kwargs.update(poolclass=StaticPool)
-    elif not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": busy_timeout, "check_same_thread": False}, **kwargs)
-    _make_sqlite_transactional(engine)
-    return engine
-
-
-def _make_sqlite_transactional(engine: Engine) -> None:
-    # pysqlite opens transactions lazily (not before DDL) and always as deferred; take control so that DDL is
-    # transactional and writers take the write lock up front (SQLAlchemy docs, "Serializable isolation /
-    # Savepoints / Transactional DDL" for pysqlite).
-    @event.listens_for(engine, "connect")
-    def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get("labelgate_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def _row_from_record(record: GateRecord) -> dict[str, Any]:

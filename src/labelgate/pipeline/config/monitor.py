@@ -1,0 +1,205 @@
+"""The monitor's configuration: the gate configuration plus a ``monitor`` section (pydantic v2, strict).
+
+A monitor configuration is a gate configuration (:class:`labelgate.pipeline.config.GateConfig`: columns, pools,
+questions, gates, interval, store, alerts) with one more key, ``monitor``, that says where new annotations
+arrive, how the windows are cut, which metrics are followed and how drift is detected. The gate thresholds
+(``gates``) are the trusted baseline the windows are judged against. See ``configs/monitor.example.yaml``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from labelgate.pipeline.config.loading import config_from_dict, load_config
+from labelgate.pipeline.config.models import STRICT, GateConfig, Question
+
+MetricName = Literal["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
+WindowMetric = Literal["spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa"]
+MonitorIrr = Literal["krippendorff_alpha", "fleiss_kappa", "gwet_ac"]
+ALL_METRICS: tuple[str, ...] = ("spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa")
+
+
+class _Strict(BaseModel):
+    model_config = STRICT
+
+
+class MonitorSource(_Strict):
+    """Where new annotations arrive.
+
+    ``files``: a drop folder; every file matching ``pattern`` (CSV or Parquet, ``**`` recurses) is one
+    delivery, merged once (idempotent by file name and content hash). ``parquet``: a Parquet dataset (file or
+    folder) read with a filter ``timestamp >= watermark``. ``sql``: a table (``table``) or a query with a
+    ``:watermark`` parameter on the database whose URL is in ``url_env``; rows with ``timestamp >= watermark``
+    are read. For ``parquet`` and ``sql`` the timestamp column (``columns.timestamp``) is required.
+    """
+
+    kind: Literal["files", "parquet", "sql"] = "files"
+    path: str | None = None
+    pattern: str = "*"
+    table: str | None = None
+    query: str | None = None
+    url_env: str | None = None
+    default_pool: str | None = Field(
+        default=None, description="Pool of rows from tables without a pool column."
+    )
+    settle_seconds: float = Field(
+        default=0.0, ge=0, description="Skip files modified less than this long ago."
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> MonitorSource:
+        if self.kind in ("files", "parquet") and not self.path:
+            raise ValueError(f"source kind {self.kind!r} needs 'path'")
+        if self.kind == "sql":
+            if not self.url_env:
+                raise ValueError(
+                    "source kind 'sql' needs 'url_env' (the environment variable holding the URL)"
+                )
+            if bool(self.table) == bool(self.query):
+                raise ValueError("source kind 'sql' needs exactly one of 'table' and 'query'")
+            if self.query and ":watermark" not in self.query:
+                raise ValueError(
+                    "a monitor 'query' must filter on the parameter ':watermark', e.g. "
+                    "'... where created_at >= :watermark'"
+                )
+        return self
+
+
+class Window(_Strict):
+    """Window of the monitored series: the last ``hours`` hours or the last ``annotations`` crowd annotations.
+
+    Time windows are aligned on multiples of ``hours`` since 1970-01-01 UTC and close once the watermark
+    (latest annotation time seen) passes their end plus ``lateness_hours``; count windows close when they
+    hold ``annotations`` crowd annotations (in merge order).
+    """
+
+    hours: float | None = Field(default=None, gt=0)
+    annotations: int | None = Field(default=None, ge=2)
+    lateness_hours: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> Window:
+        if self.hours is not None and self.annotations is not None:
+            raise ValueError("set one of 'hours' and 'annotations', not both")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """``"annotations"`` when ``annotations`` is set, else ``"hours"`` (default 6 hours)."""
+        return "annotations" if self.annotations is not None else "hours"
+
+    @property
+    def length_hours(self) -> float:
+        """Length of a time window (6 when neither key is set)."""
+        return 6.0 if self.hours is None else float(self.hours)
+
+
+class ChangeDetector(_Strict):
+    """Self-starting one-sided lower CUSUM on the standardised window values (see ``docs/monitoring.md``)."""
+
+    metrics: list[WindowMetric] = ["irr_crowd", "cross_kappa"]
+    reference_windows: int = Field(default=10, ge=3)
+    k: float = Field(default=0.5, ge=0)
+    h: float = Field(default=6.0, gt=0)
+    close_bound: float = Field(default=1.0, ge=0, description="Back within bounds when z >= -close_bound.")
+
+
+class Drift(_Strict):
+    """Drift detection on the windowed series."""
+
+    baseline: bool = True
+    baseline_rule: Literal["ci_high", "value"] = "ci_high"
+    baseline_metrics: list[WindowMetric] | None = None
+    change: ChangeDetector = ChangeDetector()
+    open_after: int = Field(default=1, ge=1)
+    close_after: int = Field(default=3, ge=1)
+    min_items: int = Field(
+        default=10, ge=1, description="Windows with fewer items (of the metric) are not judged."
+    )
+
+
+class RaterChecks(_Strict):
+    """Per-rater flags (see :func:`labelgate.metrics.diagnostics.rater_diagnostics`)."""
+
+    min_agreement: float = 0.2
+    min_shared_items: int = Field(default=10, ge=1)
+    collusion_margin: float = Field(default=0.3, ge=0, le=1)
+    min_pair_items: int = Field(default=20, ge=1)
+    worst: int = Field(default=5, ge=0, description="Worst raters named in an episode alert.")
+
+
+class MonitorSettings(_Strict):
+    """The ``monitor`` section."""
+
+    name: str = Field(default="default", min_length=1, max_length=100)
+    source: MonitorSource = MonitorSource(path="incoming")
+    window: Window = Window()
+    metrics: list[MetricName] = ["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
+    irr: MonitorIrr = "krippendorff_alpha"
+    spa_weighting: Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"] = (
+        "annotations_m1"
+    )
+    n_boot: int = Field(default=500, ge=2, description="Bootstrap resamples of the window intervals.")
+    drift: Drift = Drift()
+    raters: RaterChecks = RaterChecks()
+    alert_on: list[Literal["open", "close"]] = ["open", "close"]
+
+
+class MonitorConfig(GateConfig):
+    """A gate configuration with a ``monitor`` section."""
+
+    monitor: MonitorSettings = MonitorSettings()
+
+    @model_validator(mode="after")
+    def _monitorable(self) -> MonitorConfig:
+        for index, question in enumerate(self.questions):
+            if question.level == "ordinal" and not question.categories:
+                raise ValueError(
+                    f"questions[{index}] ({question.name!r}) is ordinal: the monitor needs its "
+                    "categories listed in order ('categories'), since new labels cannot be "
+                    "placed in an order"
+                )
+        if self.monitor.source.kind in ("parquet", "sql") and not self.columns.timestamp:
+            raise ValueError(
+                f"monitor.source.kind {self.monitor.source.kind!r} needs 'columns.timestamp' "
+                "(the watermark column)"
+            )
+        return self
+
+    def threshold_gate(self, question: Question, gate_type: str) -> Any:
+        """The first gate of ``gate_type`` that applies to ``question`` (None if there is none)."""
+        return next((g for g in self.gates_for(question) if g.type == gate_type), None)
+
+
+def load_monitor_config(path: str | Path) -> MonitorConfig:
+    """Load and validate a YAML monitor configuration (errors name the file and the key path).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "monitor.yaml"
+    >>> _ = p.write_text("monitor:\\n  source: {path: drop}\\n  window: {annotations: 500}\\n")
+    >>> cfg = load_monitor_config(p)
+    >>> cfg.monitor.window.kind, cfg.monitor.window.annotations
+    ('annotations', 500)
+    """
+    return load_config(path, MonitorConfig)
+
+
+def monitor_config_from_dict(data: Any, source: str = "<dict>") -> MonitorConfig:
+    """Validate a monitor configuration given as a mapping (``source`` names it in errors)."""
+    return config_from_dict(data, source, MonitorConfig)
+
+
+def as_monitor_config(config: Any) -> MonitorConfig:
+    """A :class:`MonitorConfig` from a path, a mapping or a config object."""
+    if isinstance(config, MonitorConfig):
+        return config
+    if isinstance(config, dict):
+        return monitor_config_from_dict(config)
+    if isinstance(config, GateConfig):
+        return monitor_config_from_dict(config.model_dump())
+    return load_monitor_config(config)

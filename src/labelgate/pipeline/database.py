@@ -1,0 +1,86 @@
+"""The results-store database: engines and transactions, the same for the gate's store and the monitor.
+
+SQLite is the embedded default and PostgreSQL the production backend. On SQLite, pysqlite's implicit
+transactions are turned off so that DDL is transactional and a writer takes the write lock up front
+(``BEGIN IMMEDIATE``: two writers queue on the busy timeout instead of dead-locking on a lock upgrade). On
+PostgreSQL a transaction can take an advisory lock that serialises the writers of one kind (migrations, monitor
+passes, forced reruns of one key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.pool import StaticPool
+
+#: Advisory-lock keys (any constant int64 works): schema migrations, and the monitor's passes.
+MIGRATION_LOCK = 0x4C47_5354  # "LGST"
+MONITOR_PASS_LOCK = 0x4C47_4D4E  # "LGMN"
+
+
+def make_engine(url: str, busy_timeout: float = 30.0) -> Engine:
+    """A SQLAlchemy engine for the results store (parent folders of a SQLite file are created).
+
+    ``"sqlite://"`` is an in-memory database shared by one connection (tests only). JSON is written with
+    ``allow_nan=False``: NaN must never reach the database as the invalid JSON token ``NaN``.
+    """
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {"json_serializer": lambda obj: json.dumps(obj, allow_nan=False)}
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True, **kwargs)
+    database = parsed.database or ""
+    in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
+    if in_memory:
+        kwargs.update(poolclass=StaticPool)
+    elif not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": busy_timeout, "check_same_thread": False}, **kwargs)
+    _make_sqlite_transactional(engine)
+    return engine
+
+
+def _make_sqlite_transactional(engine: Engine) -> None:
+    # pysqlite opens transactions lazily (not before DDL) and always as deferred; take control (SQLAlchemy docs,
+    # "Serializable isolation / Savepoints / Transactional DDL" for pysqlite).
+    @event.listens_for(engine, "connect")
+    def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get("labelgate_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+@contextmanager
+def transaction(engine: Engine, *, write: bool = False, lock: int | None = None) -> Iterator[Connection]:
+    """One transaction: committed when the block ends, rolled back on an exception.
+
+    ``write=True`` takes SQLite's write lock first; ``lock`` (an advisory-lock key) serialises the transactions
+    that name it on PostgreSQL (SQLite writers are serialised already).
+    """
+    with engine.connect() as conn:
+        if write:
+            conn = conn.execution_options(labelgate_write=True)
+        with conn.begin():
+            if lock is not None and conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock})
+            yield conn
+
+
+def advisory_key(*parts: str) -> int:
+    """A PostgreSQL advisory-lock key (a signed int64) derived from ``parts``."""
+    digest = hashlib.sha256("\0".join(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def safe_url(url: str) -> str:
+    """The URL with its password hidden (for messages)."""
+    return make_url(url).render_as_string(hide_password=True)

@@ -1,0 +1,245 @@
+"""Every table LabelGate keeps in the results-store database, in one schema: the gate's runs, the monitor's state
+and history, and the ledger of alert deliveries that both use.
+
+These are the *current* shapes, used by queries. :mod:`labelgate.pipeline.migrations` creates and upgrades them
+(one versioned chain); when a shape changes, add a migration step there and update the declaration here.
+
+Timestamps of the monitor's judgements and windows are integers (microseconds since 1970-01-01 UTC), so that
+window queries are index range scans on every backend; datetimes shown to users are converted at the edge.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+schema_version_table = Table(
+    "labelgate_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("description", String(200), nullable=False),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+)
+
+# --- the gate ------------------------------------------------------------------------------------------------
+
+runs_table = Table(
+    "labelgate_runs", metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("batch_id", String(512), nullable=False),
+    Column("batch_hash", String(128), nullable=False),
+    Column("config_hash", String(128), nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("reasons", JSON, nullable=False),
+    Column("metrics", JSON, nullable=False),
+    Column("coverage", JSON, nullable=False),
+    Column("validation", JSON, nullable=False),
+    Column("timing", JSON, nullable=False),
+    Column("reports", JSON, nullable=False),
+    Column("alerts", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("batch_hash", "config_hash", name="uq_labelgate_runs_batch_config"),
+)
+
+
+# --- alerts: one row per (dedupe key, channel), for the gate and the monitor ------------------------------------
+
+alert_deliveries_table = Table(
+    "labelgate_alert_deliveries",
+    metadata,
+    Column("dedupe_key", String(200), primary_key=True),
+    Column("channel", String(200), primary_key=True),
+    Column("decision", String(16), nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("sent_at", DateTime(timezone=True), nullable=True),
+)
+
+# --- the monitor ---------------------------------------------------------------------------------------------
+
+monitors_table = Table(
+    "labelgate_monitor_monitors",
+    metadata,
+    Column("monitor", String(100), primary_key=True),
+    Column("source_watermark", BigInteger, nullable=True),
+    Column("config_hash", String(64), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+streams_table = Table(
+    "labelgate_monitor_streams",
+    metadata,
+    Column("stream_id", Integer, primary_key=True, autoincrement=True),
+    Column("monitor", String(100), nullable=False),
+    Column("question", String(200), nullable=False),
+    Column("level", String(16), nullable=False),
+    Column("categories", JSON, nullable=False),
+    Column("center", Float, nullable=True),
+    Column("n_seq", BigInteger, nullable=False, default=0),
+    Column("first_ts", BigInteger, nullable=True),
+    Column("watermark", BigInteger, nullable=True),
+    Column("closed_until", BigInteger, nullable=True),  # windows below this index are closed and stored
+    Column("state", JSON, nullable=False),  # maintained sums of the cumulative metrics
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("monitor", "question", name="uq_labelgate_monitor_streams"),
+)
+
+judgements_table = Table(
+    "labelgate_monitor_judgements",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("item_id", String(200), primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),  # 0 crowd, 1 trusted
+    Column("rater_id", String(200), primary_key=True),
+    Column("code", Integer, nullable=False),
+    Column("value", Float, nullable=True),
+    Column("ts", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),  # crowd merge order (-1 for trusted)
+    Column("delivery_no", Integer, nullable=False),
+    Index("ix_labelgate_monitor_judgements_ts", "stream_id", "ts"),
+    Index("ix_labelgate_monitor_judgements_seq", "stream_id", "seq"),
+    sqlite_with_rowid=False,
+)
+
+deliveries_table = Table(
+    "labelgate_monitor_deliveries",
+    metadata,
+    Column("delivery_no", Integer, primary_key=True, autoincrement=True),
+    Column("monitor", String(100), nullable=False),
+    Column("delivery_id", String(500), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("size", BigInteger, nullable=True),
+    Column("mtime_ns", BigInteger, nullable=True),
+    Column("status", String(20), nullable=False),  # merged | duplicate | empty
+    Column("n_rows", Integer, nullable=False, default=0),
+    Column("n_new", Integer, nullable=False, default=0),
+    Column("n_already", Integer, nullable=False, default=0),
+    Column("n_conflicts", Integer, nullable=False, default=0),
+    Column("n_invalid", Integer, nullable=False, default=0),
+    Column("n_late", Integer, nullable=False, default=0),
+    Column("pass_id", String(36), nullable=False),
+    Column("merged_at", DateTime(timezone=True), nullable=False),
+    Index("ix_labelgate_monitor_deliveries_id", "monitor", "delivery_id"),
+    Index("ix_labelgate_monitor_deliveries_hash", "monitor", "content_hash"),
+)
+
+raters_table = Table(
+    "labelgate_monitor_raters",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),
+    Column("rater_id", String(200), primary_key=True),
+    Column("q", Integer, nullable=False),  # number of categories the sums were laid out for
+    Column(
+        "sums", LargeBinary, nullable=False
+    ),  # float64: n_ratings, trusted (S, M, n), loo (S, M, n), pairs
+    Column("row", JSON, nullable=True),  # the per-rater row (report contract), refreshed when it changes
+    Column("flagged", Boolean, nullable=False, default=False),
+    Index("ix_labelgate_monitor_raters_flagged", "stream_id", "flagged"),
+    sqlite_with_rowid=False,
+)
+
+pairs_table = Table(
+    "labelgate_monitor_pairs",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),
+    Column("rater_a", String(200), primary_key=True),
+    Column("rater_b", String(200), primary_key=True),
+    Column("n", Integer, nullable=False),
+    Column("agree", Integer, nullable=False),
+    Column("candidate", Boolean, nullable=False, default=False),  # n >= min_pair_items: tested every pass
+    Index("ix_labelgate_monitor_pairs_candidate", "stream_id", "candidate"),
+    sqlite_with_rowid=False,
+)
+
+windows_table = Table(
+    "labelgate_monitor_windows",
+    metadata,
+    Column("row_id", Integer, primary_key=True, autoincrement=True),
+    Column("monitor", String(100), nullable=False),
+    Column("question", String(200), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("scope", String(16), nullable=False),  # window | cumulative
+    Column("window_index", BigInteger, nullable=True),
+    Column("window_start", BigInteger, nullable=False),
+    Column("window_end", BigInteger, nullable=False),
+    Column("value", Float, nullable=True),
+    Column("ci_low", Float, nullable=True),
+    Column("ci_high", Float, nullable=True),
+    Column("n_items", Integer, nullable=False),
+    Column("n_ratings", Integer, nullable=False),
+    Column("threshold", Float, nullable=True),
+    Column("pass_id", String(36), nullable=False),
+    Index("ix_labelgate_monitor_windows_series", "monitor", "question", "metric", "scope", "window_end"),
+)
+
+detectors_table = Table(
+    "labelgate_monitor_detectors",
+    metadata,
+    Column("monitor", String(100), primary_key=True),
+    Column("question", String(200), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("state", JSON, nullable=False),
+)
+
+episodes_table = Table(
+    "labelgate_monitor_episodes",
+    metadata,
+    Column("episode_id", String(40), primary_key=True),
+    Column("monitor", String(100), nullable=False),
+    Column("question", String(200), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("opened_at", BigInteger, nullable=False),
+    Column("closed_at", BigInteger, nullable=True),
+    Column("reason", Text, nullable=False),
+    Column("close_reason", Text, nullable=True),
+    Column("worst_raters", JSON, nullable=False),
+    Column("details", JSON, nullable=False),
+    Column("alerts_done", Boolean, nullable=False, default=False),  # every transition alerted everywhere
+    Index("ix_labelgate_monitor_episodes_monitor", "monitor", "opened_at"),
+    Index("ix_labelgate_monitor_episodes_pending", "monitor", "alerts_done"),
+)
+
+passes_table = Table(
+    "labelgate_monitor_passes",
+    metadata,
+    Column("pass_id", String(36), primary_key=True),
+    Column("monitor", String(100), nullable=False),
+    Column("status", String(16), nullable=False),  # ok | error
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("summary", JSON, nullable=False),
+    Index("ix_labelgate_monitor_passes_monitor", "monitor", "started_at"),
+)
+
+
+# A per-connection scratch table of pair keys (joined to the pairs table by primary key; never migrated).
+keys_table = Table(
+    "labelgate_monitor_pair_keys",
+    MetaData(),
+    Column("a", String(200), nullable=False),
+    Column("b", String(200), nullable=False),
+    prefixes=["TEMPORARY"],
+)
