@@ -35,7 +35,7 @@ from pandera.errors import SchemaErrors
 from labelgate.core.labels import label_key, label_number, plain_label
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
-from labelgate.pipeline.sources import _as_str, question_value
+from labelgate.pipeline.sources import as_str, question_value
 
 NUMERIC_LEVELS = ("interval", "ratio")
 _UNIQUE = "multiple_fields_uniqueness"
@@ -557,7 +557,7 @@ def _valid_rows(df: pd.DataFrame, work: pd.DataFrame, good: np.ndarray, config: 
     valid = df.iloc[good].copy()
     rows = work.iloc[good]
     for name in _unique_keys(config):
-        valid[name] = _as_str(rows[name]).to_numpy()
+        valid[name] = as_str(rows[name]).to_numpy()
     cols = config.columns
     if cols.question is None:
         for q in config.questions:

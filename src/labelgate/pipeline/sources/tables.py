@@ -1,0 +1,185 @@
+"""Reading one long table: a CSV or Parquet file, or a SQL query; ids as strings; a content hash.
+
+Ids (item, rater, pool, question) are read as strings, so ``007`` stays ``"007"``; labels are left as read and
+coerced per question level by :mod:`labelgate.pipeline.validation`. In CSV files only an empty cell is missing:
+``NA``, ``null`` or ``None`` are kept as text, so a label is never turned into a missing value behind the user's
+back. SQL sources go through :func:`labelgate.pipeline.sources.sql.read_sql` (the URL stays in the environment).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from labelgate.errors import InputError, Reason
+from labelgate.pipeline.sources.sql import read_query
+
+if TYPE_CHECKING:
+    from labelgate.pipeline.config import Columns, Source
+
+#: File extensions LabelGate reads as tables (optionally compressed).
+_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")
+TABLE_SUFFIXES = (*_SUFFIXES, *_COMPRESSION)
+
+
+def load_table(source: Source, path: str | Path | None = None, *, columns: Columns | None = None,
+               role: str = "input") -> pd.DataFrame:
+    """Read one table from a CSV / Parquet file or a SQL query.
+
+    Parameters
+    ----------
+    source : labelgate.pipeline.config.Source
+        Where the table comes from. ``format="auto"`` picks CSV or Parquet from the file extension
+        (``.csv``, ``.tsv``, ``.txt``, optionally compressed ``.gz``/``.bz2``/``.zip``/``.xz``/``.zst``;
+        ``.parquet``, ``.pq``). ``format="sql"`` runs ``source.query`` on the database whose SQLAlchemy
+        URL is in the environment variable ``source.url_env``.
+    path : str or Path, optional
+        File to read; overrides ``source.path`` (the command line wins over the config).
+    columns : labelgate.pipeline.config.Columns, optional
+        Column names; the id columns (item, rater, pool, question) are then read as strings, missing
+        ids stay missing (NaN). Default: no column is treated specially.
+    role : str, default "input"
+        Name of the table in error messages ("batch", "trusted").
+
+    Returns
+    -------
+    DataFrame
+        The table, index ``0..n-1`` (row ``k`` is data row ``k`` of the file, header excluded).
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable (message names the path), the extension is unknown, Parquet
+        support (pyarrow) is not installed, the environment variable is unset, or the query fails.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from labelgate.pipeline.config import Columns, Source
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "batch.csv"
+    >>> _ = p.write_text("item_id,rater_id,label\\n007,r1,NA\\n007,r2,pos\\n")
+    >>> df = load_table(Source(), p, columns=Columns())
+    >>> df["item_id"].tolist(), df["label"].tolist()
+    (['007', '007'], ['NA', 'pos'])
+    """
+    fmt: str = source.format
+    if fmt == "sql" and path is None:
+        table = read_query(source.url_env, source.query or "", f"the {role} query")
+    else:
+        file = path if path is not None else source.path
+        if file is None:
+            raise InputError(f"No {role} table given: pass a file or set '{role}.path' (or a SQL query) in "
+                             "the configuration.", Reason.MISSING_SETTING, role=role)
+        file = Path(file)
+        fmt = _format_of(file, fmt if fmt != "sql" else "auto", role)
+        table = _read_file(file, fmt, columns, role)
+    return _ids_as_strings(table, columns)
+
+
+def _format_of(path: Path, fmt: str, role: str) -> str:
+    if fmt != "auto":
+        return fmt
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in _COMPRESSION:
+        suffixes = suffixes[:-1]
+    kind = _SUFFIXES.get(suffixes[-1]) if suffixes else None
+    if kind is None:
+        raise InputError(f"Cannot tell the format of the {role} file {str(path)!r} from its extension; use "
+                         ".csv, .tsv or .parquet, or set 'format' in the configuration.", Reason.UNREADABLE_INPUT,
+                         file=str(path))
+    return kind
+
+
+def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.DataFrame:
+    if not path.is_file():
+        problem = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise InputError(f"The {role} file {str(path)!r} {problem}.", Reason.UNREADABLE_INPUT, file=str(path))
+    try:
+        if fmt == "parquet":
+            return pd.read_parquet(path)
+        sep = "\t" if ".tsv" in [s.lower() for s in path.suffixes] else ","
+        dtype = {name: str for name in _id_columns(columns)}
+        # Only empty cells are missing: 'NA' / 'None' / 'null' may be real labels or ids.
+        return pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=[""])
+    except ImportError:
+        raise InputError(f"Reading the Parquet {role} file {str(path)!r} needs pyarrow, which is not "
+                         "installed; install pyarrow or convert the file to CSV.", Reason.UNREADABLE_INPUT,
+                         file=str(path)) from None
+    except pd.errors.EmptyDataError:
+        raise InputError(f"The {role} file {str(path)!r} is empty (no header row).", Reason.EMPTY_INPUT,
+                         file=str(path)) from None
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise InputError(f"Cannot read the {role} file {str(path)!r} as {fmt.upper()}: {exc}",
+                         Reason.UNREADABLE_INPUT, file=str(path)) from None
+
+
+def _id_columns(columns: Columns | None) -> list[str]:
+    if columns is None:
+        return []
+    return [c for c in (columns.item, columns.rater, columns.pool, columns.question) if c is not None]
+
+
+def _ids_as_strings(table: pd.DataFrame, columns: Columns | None) -> pd.DataFrame:
+    """Id columns as strings, missing kept missing; integral floats (ids read with a gap) lose their '.0'."""
+    for name in _id_columns(columns):
+        if name in table.columns and not pd.api.types.is_string_dtype(table[name]):
+            table[name] = as_str(table[name])
+    return table
+
+
+def as_str(column: pd.Series) -> pd.Series:
+    """Ids as strings (missing kept missing; integral floats lose their '.0')."""
+    if pd.api.types.is_string_dtype(column) and column.dtype != object:
+        return column
+    values = column
+    if pd.api.types.is_float_dtype(values):
+        finite = values.dropna()
+        if len(finite) and np.all(np.isfinite(finite)) and np.all(finite == np.floor(finite)):
+            values = values.astype("Int64")
+    out = values.astype(object).where(values.notna(), None)
+    return out.map(lambda v: v if v is None else str(v)).astype("str")
+
+
+def content_hash(df: pd.DataFrame) -> str:
+    """Stable SHA-256 of a table's content, independent of row and column order.
+
+    Every cell except timestamps is hashed through its text form (so ``1`` read from Parquet and ``"1"``
+    read from CSV agree); datetime columns are hashed as datetimes. The per-row 64-bit hashes
+    (``pandas.util.hash_pandas_object``) are sorted, so the row order does not matter, and hashed with
+    the sorted column names. Duplicate rows count (two copies hash differently from one).
+
+    Returns
+    -------
+    str
+        64 hex digits.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"item_id": ["1", "2"], "label": ["x", "y"]})
+    >>> content_hash(df) == content_hash(df.iloc[::-1]) == content_hash(df[["label", "item_id"]])
+    True
+    >>> content_hash(df) == content_hash(df.assign(label=["x", "z"]))
+    False
+    """
+    names = sorted(map(str, df.columns))
+    frame = df.set_axis([str(c) for c in df.columns], axis=1)[names]
+    text = pd.DataFrame({name: _hashable_column(frame[name]) for name in names})
+    rows = np.sort(pd.util.hash_pandas_object(text, index=False).to_numpy(dtype=np.uint64))
+    digest = hashlib.sha256()
+    digest.update("\x1f".join(names).encode())
+    digest.update(len(rows).to_bytes(8, "little"))
+    digest.update(rows.tobytes())
+    return digest.hexdigest()
+
+
+def _hashable_column(column: pd.Series) -> pd.Series:
+    # Timestamps are hashed natively: formatting them as text costs ~10 us per cell.
+    if pd.api.types.is_datetime64_any_dtype(column):
+        return column
+    return column.astype("str").fillna("\x00")
