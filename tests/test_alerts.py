@@ -332,3 +332,32 @@ def test_real_slack_url_is_accepted_and_gets_the_timeout():
     assert len(servers) == 1 and type(servers[0]).__name__ == "NotifySlack"
     assert servers[0].socket_connect_timeout == 3.5 and servers[0].socket_read_timeout == 3.5
     assert any("abcdefghijklmnopqrstuvwx" in s for s in secrets)
+
+
+def test_the_ledger_sends_each_key_once_per_channel_and_retries_failures(tmp_path, monkeypatch):
+    from labelgate.pipeline.alert_ledger import delivered_channels, deliver_once
+    from labelgate.pipeline.database import make_engine
+    from labelgate.pipeline.migrations import migrate
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+    migrate(engine)
+    good, failing = Receiver(), Receiver(statuses=[503, 503, 503])  # the second fails all three attempts once
+    try:
+        monkeypatch.setenv("LG_TEST_HOOK", f"http://127.0.0.1:{good.port}/a")
+        monkeypatch.setenv("LG_TEST_HOOK_2", f"http://127.0.0.1:{failing.port}/b")
+        cfg = Alerts(channels=[{"type": "webhook", "url_env": "LG_TEST_HOOK"},
+                               {"type": "webhook", "url_env": "LG_TEST_HOOK_2"}], retries=2)
+        out, complete = deliver_once(engine, "REJECT", SUMMARY, cfg, "k1")
+        assert [o["ok"] for o in out] == [True, False] and not complete
+        assert delivered_channels(engine, "k1") == {"webhook:LG_TEST_HOOK"}
+        out, complete = deliver_once(engine, "REJECT", SUMMARY, cfg, "k1")  # only the failed channel again
+        assert [o["channel"] for o in out] == ["webhook:LG_TEST_HOOK_2"] and complete
+        assert deliver_once(engine, "REJECT", SUMMARY, cfg, "k1") == ([], True)  # nothing twice
+        assert len(good.requests) == 1 and len(failing.requests) == 4
+        with engine.connect() as conn:
+            attempts = conn.exec_driver_sql("SELECT channel, attempts, ok FROM labelgate_alert_deliveries "
+                                            "ORDER BY channel").all()
+        assert [tuple(a) for a in attempts] == [("webhook:LG_TEST_HOOK", 1, 1), ("webhook:LG_TEST_HOOK_2", 4, 1)]
+    finally:
+        good.close()
+        failing.close()

@@ -66,7 +66,7 @@ def load_any_config(path: str | Path) -> Any:
         data = None  # load_config reports the problem with the file name
     if isinstance(data, Mapping) and "monitor" in data:
         try:
-            from labelgate.monitor.config import load_monitor_config
+            from labelgate.pipeline.config import load_monitor_config
         except ImportError:
             pass
         else:

@@ -24,7 +24,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from labelgate.monitor.engine import Monitor
-from labelgate.monitor.sources import Delivery
+from labelgate.pipeline.sources.deliveries import Delivery
 
 FLOW_NAME = "labelgate-monitor"
 

@@ -1,0 +1,57 @@
+"""One migration chain for every LabelGate table, and the upgrade of a database of an earlier release whose monitor
+tables were on a chain of their own."""
+
+from __future__ import annotations
+
+from sqlalchemy import inspect, text
+
+from labelgate.pipeline import tables as t
+from labelgate.pipeline.database import make_engine
+from labelgate.pipeline.migrations import SCHEMA_VERSION, migrate, schema_version
+
+_LEGACY_ALERTS = """CREATE TABLE labelgate_monitor_alerts (
+    monitor VARCHAR(100) NOT NULL, dedupe_key VARCHAR(200) NOT NULL, channel VARCHAR(200) NOT NULL,
+    episode_id VARCHAR(40) NOT NULL, transition VARCHAR(8) NOT NULL, ok BOOLEAN NOT NULL, attempts INTEGER NOT NULL,
+    error TEXT, sent_at DATETIME, PRIMARY KEY (monitor, dedupe_key, channel))"""
+
+
+def _names(engine) -> set[str]:
+    return {name for name in inspect(engine).get_table_names() if name.startswith("labelgate")}
+
+
+def test_a_new_database_gets_every_table_in_one_chain(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    assert schema_version(engine) == 0
+    assert migrate(engine) == SCHEMA_VERSION == schema_version(engine)
+    assert _names(engine) == {name for name in t.metadata.tables}
+    assert "labelgate_monitor_schema" not in _names(engine)
+
+
+def test_a_database_of_an_earlier_release_is_adopted(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.sqlite'}")
+    with engine.begin() as conn:  # the earlier release: runs on chain 1, the monitor on its own chain
+        t.schema_version_table.create(conn)
+        t.runs_table.create(conn)
+        conn.execute(text("INSERT INTO labelgate_schema_version VALUES (1, 'runs', '2026-11-01 00:00:00')"))
+        conn.execute(text("CREATE TABLE labelgate_monitor_schema (version INTEGER PRIMARY KEY, "
+                          "description VARCHAR(200) NOT NULL, applied_at DATETIME NOT NULL)"))
+        conn.execute(text("INSERT INTO labelgate_monitor_schema VALUES (1, 'monitor', '2026-11-01 00:00:00')"))
+        t.episodes_table.create(conn)
+        conn.execute(text(_LEGACY_ALERTS))
+        conn.execute(text("INSERT INTO labelgate_monitor_alerts VALUES ('m', 'labelgate-monitor:m:e1:open', "
+                          "'webhook:HOOK', 'e1', 'open', 1, 2, NULL, '2026-11-02 10:00:00')"))
+        conn.execute(text("INSERT INTO labelgate_monitor_alerts VALUES ('m', 'labelgate-monitor:m:e1:close', "
+                          "'webhook:HOOK', 'e1', 'close', 0, 3, 'HTTP 503', NULL)"))
+    assert schema_version(engine) == 1
+    assert migrate(engine) == SCHEMA_VERSION
+    names = _names(engine)
+    assert "labelgate_monitor_alerts" not in names and "labelgate_monitor_schema" not in names
+    assert names == {name for name in t.metadata.tables}
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT dedupe_key, channel, decision, ok, attempts, error "
+                                 "FROM labelgate_alert_deliveries ORDER BY dedupe_key")).all()
+    assert [tuple(r) for r in rows] == [
+        ("labelgate-monitor:m:e1:close", "webhook:HOOK", "DRIFT_CLOSED", 0, 3, "HTTP 503"),
+        ("labelgate-monitor:m:e1:open", "webhook:HOOK", "DRIFT_OPEN", 1, 2, None),
+    ]
+    assert migrate(engine) == SCHEMA_VERSION  # idempotent afterwards
