@@ -28,6 +28,7 @@ from labelgate.pipeline.dask_ratings import (  # noqa: E402
     ratings_by_pool_dask,
     ratings_from_dask,
 )
+from labelgate.pipeline.dask_ratings.kernels import KeySpace  # noqa: E402
 
 # The LocalCluster's scheduler runs in this process and calls the `random` module from its event-loop thread
 # (worker selection, retry jitter); hypothesis notices the global random state moving while it draws. The
@@ -252,6 +253,13 @@ def test_errors_match_the_in_memory_builder(client):
         ratings_from_dask(df)
     with pytest.raises(lg.ParameterError, match="duplicates"):
         ratings_from_dask(ddf, duplicates="any")
+
+
+def test_judgement_keys_that_overflow_64_bits_are_refused():
+    assert KeySpace(2, 2**20, 2**20).split(((1 * 2**20 + 5) * 2**20) + 7) == (1, 5, 7)
+    with pytest.raises(lg.InputError, match="64-bit keys") as err:
+        KeySpace(2, 2**31, 2**31)
+    assert err.value.code == lg.Reason.TOO_MANY_CATEGORIES
 
 
 def test_parquet_dataset_round_trip(client, tmp_path):
