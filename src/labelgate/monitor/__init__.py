@@ -7,9 +7,9 @@
 See ``docs/monitoring.md``. The Prefect flow is :mod:`labelgate.flows.monitor`.
 """
 
-from labelgate.monitor.config import MonitorConfig, load_monitor_config, monitor_config_from_dict
 from labelgate.monitor.engine import Monitor, count_passes, run_pass
 from labelgate.monitor.history import history
+from labelgate.pipeline.config import MonitorConfig, load_monitor_config, monitor_config_from_dict
 
 __all__ = [
     "Monitor",

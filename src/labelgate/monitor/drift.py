@@ -105,7 +105,7 @@ def step(
         The gate threshold of this metric (None: no baseline detection).
     baseline, change : bool
         Which detectors run on this series.
-    drift : labelgate.monitor.config.Drift
+    drift : labelgate.pipeline.config.Drift
         ``baseline_rule``, ``open_after``, ``close_after``, ``min_items`` and the ``change`` settings.
 
     Returns
@@ -115,7 +115,7 @@ def step(
 
     Examples
     --------
-    >>> from labelgate.monitor.config import Drift
+    >>> from labelgate.pipeline.config import Drift
     >>> s, cfg = new_state(), Drift(close_after=1)
     >>> row = lambda i, v: {"window_index": i, "window_start": i, "value": v, "ci_low": v - .05,
     ...                     "ci_high": v + .05, "n_items": 50}

@@ -3,7 +3,7 @@
 
 A pass costs time proportional to the new judgements (plus the categories, the closed windows and the
 candidate collusion pairs), not to the judgements merged before: it reads only the stored judgements of
-the items the new ones touch, updates maintained sums (:mod:`labelgate.monitor.state`) and per-rater sums,
+the items the new ones touch, updates maintained sums (:mod:`labelgate.monitor.sums`) and per-rater sums,
 and measures windows from their own judgements. ``replay=True`` recomputes every window, the detectors
 and the episodes from the stored judgements (cost proportional to everything merged); episode ids are
 deterministic and sent alerts are recorded, so a replay sends no alert twice.
@@ -11,30 +11,24 @@ deterministic and sent alerts are recorded, so a replay sends no alert twice.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
-from labelgate.monitor import episodes, sources, window_pass
-from labelgate.monitor.config import MonitorConfig, as_monitor_config
-from labelgate.monitor.cumulative import Cumulative
-from labelgate.monitor.merging import Accepted, StreamMerge
-from labelgate.monitor.schema import (
-    deliveries_table,
-    migrate,
-    monitors_table,
-    passes_table,
-    write_transaction,
-)
-from labelgate.monitor.sources import jsonable
+from labelgate.monitor import cumulative, episodes, intake, passes, window_pass
+from labelgate.monitor.alerting import send_pending
+from labelgate.monitor.frames import question_frame
+from labelgate.monitor.merging import merge
+from labelgate.monitor.stream_store import load_stream, save_stream
+from labelgate.pipeline.config import MonitorConfig, as_monitor_config
+from labelgate.pipeline.database import MONITOR_PASS_LOCK, transaction
+from labelgate.pipeline.migrations import migrate
+from labelgate.pipeline.sources.deliveries import Delivery
 from labelgate.pipeline.store import ResultsStore
-
-_log = logging.getLogger("labelgate.monitor")
 
 
 class Monitor:
@@ -43,7 +37,7 @@ class Monitor:
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> from labelgate.monitor.config import monitor_config_from_dict
+    >>> from labelgate.pipeline.config import monitor_config_from_dict
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> (root / "drop").mkdir()
     >>> _ = (root / "drop" / "d1.csv").write_text("item_id,rater_id,label,pool\\n1,a,x,crowd\\n"
@@ -66,10 +60,7 @@ class Monitor:
             else ResultsStore.from_config(self.cfg.store, auto_migrate=False).engine
         )
         migrate(self.engine)
-        self.cumulative = Cumulative(self.cfg, self.name)
-        self.streams = StreamMerge(self.cfg, self.name, self.cumulative)
 
-    # ------------------------------------------------------------------------------------------ pass
     def run_pass(self, *, replay: bool = False, send_alerts: bool = True) -> dict[str, Any]:
         """Collect, merge, measure, detect and persist (one transaction); then send pending alerts.
 
@@ -86,43 +77,20 @@ class Monitor:
             self.record_failure(pass_id, started, exc)
             raise
         if send_alerts:
-            from labelgate.monitor.alerting import send_pending
-
             summary["alerts"] = send_pending(self.engine, self.cfg)
         return summary
 
-    def collect(self) -> list[sources.Delivery]:
+    def collect(self) -> list[Delivery]:
         """New deliveries of the source (and the trusted file, when configured and changed)."""
-        known = self._known_files()
+        return intake.collect(self.engine, self.cfg)
 
-        def is_known(delivery_id: str, size: int, mtime_ns: int) -> bool:
-            return (size, mtime_ns) in known.get(delivery_id, set())
-
-        out = sources.read_trusted(self.cfg, is_known)
-        if self.cfg.monitor.source.kind == "files":
-            return out + sources.list_files(self.cfg, is_known)
-        with self.engine.connect() as conn:
-            watermark = conn.execute(
-                select(monitors_table.c.source_watermark).where(monitors_table.c.monitor == self.name)
-            ).scalar()
-        return out + sources.read_since(self.cfg, watermark)
-
-    def _known_files(self) -> dict[str, set[tuple[int, int]]]:
-        d = deliveries_table
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(d.c.delivery_id, d.c.size, d.c.mtime_ns).where(
-                    d.c.monitor == self.name, d.c.size.is_not(None)
-                )
-            ).all()
-        known: dict[str, set[tuple[int, int]]] = {}
-        for delivery_id, size, mtime in rows:
-            known.setdefault(delivery_id, set()).add((int(size), int(mtime)))
-        return known
+    def record_failure(self, pass_id: str, started: datetime, exc: BaseException) -> None:
+        """Record an ``error`` pass (its own transaction)."""
+        passes.record_failure(self.engine, self.name, pass_id, started, exc)
 
     def merge(
         self,
-        deliveries: list[sources.Delivery],
+        deliveries: list[Delivery],
         *,
         pass_id: str | None = None,
         started: datetime | None = None,
@@ -138,18 +106,17 @@ class Monitor:
         started = started or datetime.now(UTC)
         timing: dict[str, float] = {}
         t0 = time.perf_counter()
-        with write_transaction(self.engine) as conn:
-            self._ensure_monitor(conn)
+        with transaction(self.engine, write=True, lock=MONITOR_PASS_LOCK) as conn:
+            passes.register(conn, self.name, self.cfg.digest())
             if replay:
                 episodes.reset(conn, self.name)
-            accepted, delivery_rows = self._accept(conn, deliveries, pass_id)
-            questions = {}
-            for question in self.cfg.questions:
-                questions[question.name] = self._question(
-                    conn, question, accepted, delivery_rows, pass_id, timing
-                )
-            self._update_deliveries(conn, delivery_rows)
-            self._advance_source_watermark(conn, accepted)
+            accepted, delivery_rows = intake.accept(conn, self.name, deliveries, pass_id)
+            questions = {
+                question.name: self._question(conn, question, accepted, delivery_rows, pass_id, timing)
+                for question in self.cfg.questions
+            }
+            intake.save_counts(conn, delivery_rows)
+            intake.advance_source_watermark(conn, self.cfg, accepted)
             summary = {
                 "pass_id": pass_id,
                 "monitor": self.name,
@@ -164,173 +131,43 @@ class Monitor:
             timing["merge_total"] = round(time.perf_counter() - t0, 4)
             finished = datetime.now(UTC)
             summary["finished_at"] = finished.isoformat()
-            conn.execute(
-                insert(passes_table).values(
-                    pass_id=pass_id,
-                    monitor=self.name,
-                    status="ok",
-                    started_at=started,
-                    finished_at=finished,
-                    summary=jsonable(summary),
-                )
-            )
+            passes.record_pass(conn, self.name, pass_id, "ok", started, finished, summary)
         return summary
 
-    def record_failure(self, pass_id: str, started: datetime, exc: BaseException) -> None:
-        """Record an ``error`` pass (its own transaction)."""
-        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-        try:
-            with write_transaction(self.engine) as conn:
-                conn.execute(
-                    insert(passes_table).values(
-                        pass_id=pass_id,
-                        monitor=self.name,
-                        status="error",
-                        started_at=started,
-                        finished_at=datetime.now(UTC),
-                        summary={"error": str(message)[:2000]},
-                    )
-                )
-        except Exception as store_error:  # the original error matters more
-            _log.error("could not record the failed monitor pass: %s", store_error)
-
-    # ------------------------------------------------------------------------------------------ deliveries
-    def _ensure_monitor(self, conn: Connection) -> None:
-        now = datetime.now(UTC)
-        exists = conn.execute(
-            select(monitors_table.c.monitor).where(monitors_table.c.monitor == self.name)
-        ).first()
-        if exists is None:
-            conn.execute(
-                insert(monitors_table).values(
-                    monitor=self.name, created_at=now, updated_at=now, config_hash=self.cfg.digest()
-                )
-            )
-        else:
-            conn.execute(
-                update(monitors_table)
-                .where(monitors_table.c.monitor == self.name)
-                .values(updated_at=now, config_hash=self.cfg.digest())
-            )
-
-    def _accept(
-        self,
-        conn: Connection,
-        deliveries: list[sources.Delivery],
-        pass_id: str,
-    ) -> tuple[list[Accepted], dict[int, dict[str, Any]]]:
-        d = deliveries_table
-        accepted, rows, seen = [], {}, set()
-        for delivery in deliveries:
-            duplicate = (
-                delivery.content_hash in seen
-                or conn.execute(
-                    select(d.c.delivery_no)
-                    .where(d.c.monitor == self.name, d.c.content_hash == delivery.content_hash)
-                    .limit(1)
-                ).first()
-                is not None
-            )
-            n_rows = 0 if delivery.frame is None else len(delivery.frame)
-            status = "duplicate" if duplicate else ("empty" if n_rows == 0 else "merged")
-            number = conn.execute(
-                insert(d).values(
-                    monitor=self.name,
-                    delivery_id=delivery.delivery_id[:500],
-                    content_hash=delivery.content_hash,
-                    size=delivery.size,
-                    mtime_ns=delivery.mtime_ns,
-                    status=status,
-                    n_rows=n_rows,
-                    pass_id=pass_id,
-                    merged_at=datetime.now(UTC),
-                )
-            ).inserted_primary_key[0]  # type: ignore[index]
-            rows[number] = {
-                "delivery_no": number,
-                "delivery_id": delivery.delivery_id,
-                "status": status,
-                "n_rows": n_rows,
-                "n_new": 0,
-                "n_already": 0,
-                "n_conflicts": 0,
-                "n_invalid": 0,
-                "n_late": 0,
-            }
-            seen.add(delivery.content_hash)
-            if status == "merged":
-                accepted.append(Accepted(delivery, number))
-        return accepted, rows
-
-    def _update_deliveries(self, conn: Connection, rows: dict[int, dict[str, Any]]) -> None:
-        d = deliveries_table
-        for number, row in rows.items():
-            if row["status"] != "merged":
-                continue
-            conn.execute(
-                update(d)
-                .where(d.c.delivery_no == number)
-                .values(**{k: row[k] for k in ("n_new", "n_already", "n_conflicts", "n_invalid", "n_late")})
-            )
-
-    def _advance_source_watermark(self, conn: Connection, accepted: list[Accepted]) -> None:
-        ts = self.cfg.columns.timestamp
-        if self.cfg.monitor.source.kind == "files" or not ts:
-            return
-        latest = None
-        for acc in accepted:
-            frame = acc.delivery.frame
-            if (
-                frame is not None
-                and ts in frame.columns
-                and not acc.delivery.delivery_id.startswith("trusted:")
-            ):
-                stamps = sources.parse_timestamps(frame[ts]).dropna()
-                if len(stamps):
-                    latest = max(latest or 0, int(stamps.max()))
-        if latest is not None:
-            m = monitors_table
-            current = conn.execute(select(m.c.source_watermark).where(m.c.monitor == self.name)).scalar()
-            conn.execute(
-                update(m)
-                .where(m.c.monitor == self.name)
-                .values(source_watermark=max(latest, current or latest))
-            )
-
-    # ------------------------------------------------------------------------------------------ questions
     def _question(
         self,
         conn: Connection,
         question: Any,
-        accepted: list[Accepted],
+        accepted: list[intake.Accepted],
         delivery_rows: dict[int, dict[str, Any]],
         pass_id: str,
         timing: dict[str, float],
     ) -> dict[str, Any]:
+        """Merge, measure and detect one question; returns its part of the pass summary."""
         t0 = time.perf_counter()
-        stream = self.streams.load_stream(conn, question)
-        frame = self.streams.frame(question, accepted, delivery_rows)
+        stream = load_stream(conn, self.cfg, self.name, question)
+        frame = question_frame(self.cfg, question, accepted, delivery_rows)
         summary: dict[str, Any] = {"n_new": 0, "n_already": 0, "n_conflicts": 0, "n_late": 0}
-        if len(frame):
-            self.streams.merge_frame(conn, stream, frame, delivery_rows, summary)
+        merged = merge(conn, stream, frame, self.cfg.monitor.window, delivery_rows, summary) if len(frame) else None
+        if merged is not None:
+            cumulative.update(conn, self.cfg, stream, merged)
         summary["categories"] = list(stream.meta.categories)
         summary["center"] = stream.meta.center
         timing[f"merge[{question.name}]"] = round(time.perf_counter() - t0, 4)
         t0 = time.perf_counter()
-        if stream.changed:
-            summary["cumulative"] = self.cumulative.measure(conn, stream, question, pass_id)
-        else:
-            summary["cumulative"] = self.cumulative.rows(stream, question)
+        summary["cumulative"], thresholds = cumulative.measure(self.cfg, stream, question)
+        if merged is not None:
+            cumulative.record(conn, self.name, stream, summary["cumulative"], pass_id)
         timing[f"cumulative[{question.name}]"] = round(time.perf_counter() - t0, 4)
         t0 = time.perf_counter()
         summary["windows"], summary["events"] = window_pass.measure_windows(
-            conn, self.cfg, self.name, stream, question, pass_id)
+            conn, self.cfg, self.name, stream, question.name, thresholds, pass_id
+        )
         timing[f"windows[{question.name}]"] = round(time.perf_counter() - t0, 4)
-        self.streams.save_stream(conn, stream)
+        save_stream(conn, stream)
         return summary
 
 
-# ---------------------------------------------------------------------------------------------- helpers
 def run_pass(config: Any, *, replay: bool = False, send_alerts: bool = True) -> dict[str, Any]:
     """One monitor pass for a configuration (path, mapping or MonitorConfig); see :class:`Monitor`."""
     return Monitor(config).run_pass(replay=replay, send_alerts=send_alerts)
@@ -339,9 +176,4 @@ def run_pass(config: Any, *, replay: bool = False, send_alerts: bool = True) -> 
 def count_passes(config: Any, status: str | None = "ok") -> int:
     """Number of recorded passes of the configuration's monitor."""
     monitor = Monitor(config)
-    p = passes_table
-    query = select(func.count()).select_from(p).where(p.c.monitor == monitor.name)
-    if status is not None:
-        query = query.where(p.c.status == status)
-    with monitor.engine.connect() as conn:
-        return int(conn.execute(query).scalar() or 0)
+    return passes.count(monitor.engine, monitor.name, status)

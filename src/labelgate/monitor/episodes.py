@@ -11,9 +11,9 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from labelgate.monitor import drift as drift_mod
-from labelgate.monitor.config import MonitorConfig
-from labelgate.monitor.schema import detectors_table, episodes_table, streams_table, windows_table
-from labelgate.monitor.sources import jsonable, utc
+from labelgate.pipeline.config import MonitorConfig
+from labelgate.pipeline.serialize import to_jsonable, utc
+from labelgate.pipeline.tables import detectors_table, episodes_table, streams_table, windows_table
 
 
 def thresholds(cfg: MonitorConfig, question: Any, irr_trusted: float | None) -> dict[str, float | None]:
@@ -70,7 +70,7 @@ def record_event(
                     reason=event.reason,
                     close_reason=None,
                     worst_raters=worst,
-                    details={"opened_by": window, **jsonable(event.details)},
+                    details={"opened_by": window, **to_jsonable(event.details)},
                     alerts_done=False,
                 )
             )

@@ -17,8 +17,8 @@ import pandas as pd
 from sqlalchemy import or_, select
 
 from labelgate.monitor.engine import Monitor
-from labelgate.monitor.schema import episodes_table, raters_table, streams_table, windows_table
-from labelgate.monitor.sources import utc
+from labelgate.pipeline.serialize import utc
+from labelgate.pipeline.tables import episodes_table, raters_table, streams_table, windows_table
 
 WINDOW_KEYS = (
     "question",

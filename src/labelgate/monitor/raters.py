@@ -1,5 +1,6 @@
 """The monitor's per-rater sums: their layout (agreement with the trusted pool, leave-one-out agreement, bias, pair
-tallies), the deltas a pass adds for the touched items, and the new co-rating pairs."""
+tallies), the deltas a pass adds for the touched items, and the new co-rating pairs (arithmetic only; the stored
+sums are in :mod:`labelgate.monitor.rater_store`)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from labelgate.metrics.diagnostics import Kind, block_width, rater_item_rows
-from labelgate.monitor.state import CROWD, TRUSTED, Meta, States, Touched, block_positions
+from labelgate.metrics.diagnostics import Kind, RaterSums, block_width, rater_item_rows
+from labelgate.monitor.state import Meta
+from labelgate.monitor.sums import block_positions
+from labelgate.monitor.touched import CROWD, TRUSTED, States, Touched
 
 
-def rater_layout(kind: Kind, q: int) -> tuple[int, list[int]]:
-    """(vector length, kappa block widths) of a rater's sums vector.
+def rater_length(k: int) -> int:
+    """Length of a rater's sums vector for kappa blocks of width ``k``.
 
     Vector: ``[n_ratings, trusted S (k), trusted M (k*k), trusted n, loo S (k), loo M (k*k), loo n,
     pair_agree, pair_total]``.
     """
-    k = block_width(kind, q)
-    widths = [1, q, q] if kind == "nominal" else ([q * q, q, q] if kind == "ordinal" else [1, 3, 3])
-    return 1 + 2 * (k + k * k + 1) + 2, widths
+    return 1 + 2 * (k + k * k + 1) + 2
 
 
 def unpack_rater(vec: np.ndarray, k: int) -> dict[str, Any]:
@@ -37,13 +38,33 @@ def unpack_rater(vec: np.ndarray, k: int) -> dict[str, Any]:
     return out
 
 
+def stack_raters(vectors: list[np.ndarray], k: int) -> RaterSums:
+    """The sums of several raters (their vectors, kappa blocks of width ``k``) as the diagnostics read them."""
+    parts = [unpack_rater(v, k) for v in vectors]
+
+    def stacked(name: str, *shape: int) -> np.ndarray:
+        return np.asarray([x[name] for x in parts]).reshape(-1, *shape)
+
+    return RaterSums(
+        n_ratings=stacked("n_ratings"),
+        trusted=stacked("trusted", k),
+        trusted_second=stacked("trusted_second", k, k),
+        trusted_n=stacked("trusted_n"),
+        loo=stacked("loo", k),
+        loo_second=stacked("loo_second", k, k),
+        loo_n=stacked("loo_n"),
+        pair_agree=stacked("pair_agree"),
+        pair_total=stacked("pair_total"),
+    )
+
+
 def expand_rater(vec: np.ndarray, kind: Kind, q_old: int, q_new: int) -> np.ndarray:
     """A rater vector laid out for ``q_new`` categories (nominal only; other kinds have fixed widths)."""
     if q_old == q_new or kind != "nominal":
         return vec
     k_old, k_new = block_width(kind, q_old), block_width(kind, q_new)
     pos = block_positions([1, q_old, q_old], [1, q_new, q_new])
-    old, new = unpack_rater(vec, k_old), np.zeros(rater_layout(kind, q_new)[0])
+    old, new = unpack_rater(vec, k_old), np.zeros(rater_length(k_new))
     new[0] = old["n_ratings"]
     at = 1
     for name in ("trusted", "loo"):
@@ -66,18 +87,18 @@ class RaterDelta:
     delta: np.ndarray
 
 
-def rater_deltas(t: Touched, old: States, new: States, meta: Meta) -> dict[int, RaterDelta]:
-    """Per pool, the change of each touched rater's sums (kappa rows vs trusted and vs co-raters)."""
+def rater_deltas(t: Touched, old: States, new: States, meta: Meta, pairs: pd.DataFrame) -> dict[int, RaterDelta]:
+    """Per pool, the change of each touched rater's sums: kappa rows vs trusted and vs co-raters, and the tallies of
+    the new co-rating ``pairs`` (:func:`new_pairs`) the rater is in."""
     kind, q = meta.kind, meta.q
     k = block_width(kind, q)
-    length, _ = rater_layout(kind, q)
     out = {}
     for pool in (CROWD, TRUSTED):
         rows = np.flatnonzero(t.pool == pool)
         if rows.size == 0:
             continue
         ids, rater = np.unique(t.rater[rows], return_inverse=True)
-        delta = np.zeros((ids.size, length))
+        delta = np.zeros((ids.size, rater_length(k)))
         delta[:, 0] = np.bincount(rater, weights=t.new[rows].astype(np.float64), minlength=ids.size)
         at = 1
         for target in ("trusted", "loo"):
@@ -100,8 +121,18 @@ def rater_deltas(t: Touched, old: States, new: States, meta: Meta) -> dict[int, 
                     group, weights=present.astype(np.float64), minlength=ids.size
                 )
             at += k + k * k + 1
+        _add_pair_tallies(delta, ids, pairs.loc[pairs["pool"] == pool])
         out[pool] = RaterDelta(ids, delta)
     return out
+
+
+def _add_pair_tallies(delta: np.ndarray, ids: np.ndarray, pairs: pd.DataFrame) -> None:
+    """Add the agreements and counts of the new pairs to the last two entries of both raters' deltas."""
+    index = {rid: k for k, rid in enumerate(ids.tolist())}
+    for column in ("rater_a", "rater_b"):
+        pos = pairs[column].map(index).to_numpy(np.int64)
+        np.add.at(delta[:, -2], pos, pairs["agree"].to_numpy(np.float64))
+        np.add.at(delta[:, -1], pos, pairs["n"].to_numpy(np.float64))
 
 
 def _other(states: States, t: Touched, rows: np.ndarray, pool: int, target: str, kind: Kind) -> np.ndarray:

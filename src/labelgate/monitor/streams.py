@@ -9,7 +9,6 @@ time), otherwise the process is stationary.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,8 +81,3 @@ def write_deliveries(
         out.to_csv(path, index=False)
         paths.append(path)
     return paths
-
-
-def with_pools(scenario: Scenario, crowd: PoolSpec, trusted: PoolSpec) -> Scenario:
-    """A copy of ``scenario`` with these two pools."""
-    return replace(scenario, pools=(crowd, trusted))

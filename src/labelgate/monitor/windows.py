@@ -20,8 +20,8 @@ from labelgate.core.estimate import Estimate
 from labelgate.core.ratings import Ratings
 from labelgate.errors import DesignError
 from labelgate.metrics.diagnostics import rater_diagnostics
-from labelgate.monitor.config import Window
 from labelgate.monitor.state import Meta
+from labelgate.pipeline.config import Window
 
 US_PER_HOUR = 3_600_000_000
 WINDOW_METRICS = ("spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa")
@@ -49,7 +49,7 @@ def to_close(
 
     Examples
     --------
-    >>> from labelgate.monitor.config import Window
+    >>> from labelgate.pipeline.config import Window
     >>> to_close(Window(annotations=100), None, None, None, n_seq=250)
     (0, 2)
     >>> to_close(Window(hours=1), None, first_ts=90 * 60 * 10**6, watermark=4 * 3600 * 10**6, n_seq=0)

@@ -1,0 +1,69 @@
+"""A stream's stored judgements: those of some items, those of a range of windows, and inserting new ones."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Connection
+
+from labelgate.monitor import windows
+from labelgate.monitor.touched import CROWD
+from labelgate.pipeline.config import Window
+from labelgate.pipeline.tables import judgements_table
+
+CHUNK = 500  # ids per IN (...) query
+_INSERT_BATCH = 20_000  # rows per executemany
+COLUMNS = ["pool", "item_id", "rater_id", "code", "value", "ts", "seq"]
+
+
+def _select() -> Any:
+    j = judgements_table
+    return select(*(j.c[name] for name in COLUMNS))
+
+
+def load_items(conn: Connection, sid: int, items: list[str], pool: int | None = None) -> pd.DataFrame:
+    """The stored judgements of some items of a stream (of one pool, or both), queried in chunks of ids."""
+    j = judgements_table
+    rows: list[Any] = []
+    for start in range(0, len(items), CHUNK):
+        query = _select().where(j.c.stream_id == sid, j.c.item_id.in_(items[start : start + CHUNK]))
+        if pool is not None:
+            query = query.where(j.c.pool == pool)
+        rows.extend(conn.execute(query).all())
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def load_windows(conn: Connection, window: Window, sid: int, start: int, stop: int) -> pd.DataFrame:
+    """The crowd judgements of windows ``start`` to ``stop - 1`` (by time or by annotation count)."""
+    j = judgements_table
+    query = _select().where(j.c.stream_id == sid, j.c.pool == CROWD)
+    if window.kind == "hours":
+        size = windows.length_us(window)
+        query = query.where(j.c.ts >= start * size, j.c.ts < stop * size)
+    else:
+        n = int(window.annotations or 1)
+        query = query.where(j.c.seq >= start * n, j.c.seq < stop * n)
+    return pd.DataFrame(conn.execute(query).all(), columns=COLUMNS)
+
+
+def insert_new(conn: Connection, sid: int, new: pd.DataFrame) -> None:
+    """Insert new judgements (columns ``item_id, pool, rater_id, code, value, ts, seq, delivery_no``)."""
+    values = new["value"].to_numpy(dtype=np.float64)
+    columns = {
+        "item_id": new["item_id"].tolist(),
+        "pool": new["pool"].to_numpy(np.int64).tolist(),
+        "rater_id": new["rater_id"].tolist(),
+        "code": new["code"].to_numpy(np.int64).tolist(),
+        "value": [None if math.isnan(v) else v for v in values.tolist()],
+        "ts": new["ts"].to_numpy(np.int64).tolist(),
+        "seq": new["seq"].to_numpy(np.int64).tolist(),
+        "delivery_no": new["delivery_no"].to_numpy(np.int64).tolist(),
+    }
+    names = list(columns)
+    records = [dict(zip(names, row, strict=True), stream_id=sid) for row in zip(*columns.values(), strict=True)]
+    for start in range(0, len(records), _INSERT_BATCH):
+        conn.execute(insert(judgements_table), records[start : start + _INSERT_BATCH])
