@@ -14,7 +14,10 @@ from sufficient statistics; ``tests/test_oracles.py`` checks the two agree.
 Conventions shared with the core (``common.md``, "documented policies"):
 
 * *pairable* items are the items with two or more ratings; items with one rating are excluded from
-  every within-pool coefficient, including from the marginals;
+  the observed agreement of every within-pool coefficient; the chance-agreement marginals of Gwet's
+  AC1/AC2, Conger's and Fleiss' kappa use every rated item by default (Gwet's *Handbook of Inter-Rater
+  Reliability*, 2014; ``marginals="all_rated_items"``) or the pairable items only
+  (``marginals="pairable_items"``); Krippendorff's alpha and iota use the pairable items only;
 * category *positions* (for linear/quadratic weights and squared distances) are the ranks
   ``0..q-1`` of the category list for nominal/ordinal levels and the category values for
   interval/ratio levels.
@@ -103,6 +106,15 @@ def _pairable(X: Any) -> list[list[tuple[int, Fraction]]]:
     return [item for item in item_ratings(X) if len(item) >= 2]
 
 
+def _marginal_items(X: Any, marginals: str) -> list[list[tuple[int, Fraction]]]:
+    """The items whose ratings enter the chance-agreement marginals."""
+    if marginals == "all_rated_items":
+        return [item for item in item_ratings(X) if len(item) >= 1]
+    if marginals == "pairable_items":
+        return _pairable(X)
+    raise ValueError(marginals)
+
+
 # ----------------------------------------------------------------------- agreement coefficients
 
 
@@ -167,19 +179,20 @@ def cohen_kappa(X: Any, categories: Sequence[float], level: str = "nominal",
 
 
 def conger_kappa(X: Any, categories: Sequence[float], level: str = "nominal",
-                 weights: str = "identity") -> dict[str, Number]:
+                 weights: str = "identity", marginals: str = "all_rated_items") -> dict[str, Number]:
     r"""Conger's (1980) kappa: chance agreement averaged over pairs of distinct raters.
 
     .. math:: p_e = \frac{1}{r(r-1)} \sum_{g} \sum_{h \ne g} \sum_{k,l} w_{kl}\, p_{gk}\, p_{hl}
 
-    where ``r`` counts the raters with at least one rating on a pairable item and
-    :math:`p_{gk}` is the share of rater ``g``'s own ratings on pairable items that are ``k``
-    (Gwet 2014 with missing ratings; Girard's ``mKAPPA``; irrCAC ``conger``).
+    where ``r`` counts the raters with at least one rating on the marginal items and
+    :math:`p_{gk}` is the share of rater ``g``'s own ratings on those items that are ``k``: all his
+    ratings (Gwet 2014 with missing ratings; irrCAC ``conger``) or those on pairable items
+    (``marginals="pairable_items"``; Girard's ``mKAPPA`` on data without single-rated items).
     """
     pos = positions(categories, level)
     p_o = percent_agreement(X, categories, level, weights)["p_o"]
     own: dict[int, list[Fraction]] = {}
-    for item in _pairable(X):
+    for item in _marginal_items(X, marginals):
         for rater, value in item:
             own.setdefault(rater, []).append(value)
     raters = sorted(own)
@@ -199,7 +212,16 @@ def conger_kappa(X: Any, categories: Sequence[float], level: str = "nominal",
     return {"value": chance_corrected(p_o, p_e), "p_o": p_o, "p_e": p_e, "n_raters": r}
 
 
-def fleiss_kappa(X: Any, categories: Sequence[float]) -> dict[str, Number]:
+def fleiss_kappa(X: Any, categories: Sequence[float], marginals: str = "all_rated_items") -> dict[str, Number]:
+    r"""Gwet's generalised Fleiss kappa (irrCAC ``fleiss``): :math:`\pi_k` is the mean over the marginal items
+    (every rated item by default) of :math:`n_{ik}/n_i`, :math:`p_e = \sum_k \pi_k^2`, :math:`p_o` over the
+    pairable items. ``marginals="pairable_items"`` is :func:`fleiss_kappa_pooled`."""
+    if marginals == "pairable_items":
+        return fleiss_kappa_pooled(X, categories)
+    return fleiss_kappa_item_mean(X, categories, marginals)
+
+
+def fleiss_kappa_pooled(X: Any, categories: Sequence[float]) -> dict[str, Number]:
     r"""Fleiss' (1971) kappa with *pooled* marginals over pairable items.
 
     :math:`P_i = \frac{1}{n_i(n_i-1)} \sum_j n_{ij}(n_{ij}-1)`, :math:`\bar P` their mean,
@@ -223,39 +245,41 @@ def fleiss_kappa(X: Any, categories: Sequence[float]) -> dict[str, Number]:
     return {"value": chance_corrected(p_bar, p_e), "p_o": p_bar, "p_e": p_e}
 
 
-def fleiss_kappa_item_mean(X: Any, categories: Sequence[float]) -> dict[str, Number]:
-    r"""Gwet's generalised Fleiss kappa (irrCAC ``fleiss``): :math:`\pi_k` is the mean over items of
-    :math:`n_{ik}/n_i` (here over the pairable items), :math:`p_e = \sum_k \pi_k^2`."""
-    pairable = _pairable(X)
+def fleiss_kappa_item_mean(X: Any, categories: Sequence[float], marginals: str = "all_rated_items",
+                           ) -> dict[str, Number]:
+    r""":math:`\pi_k` the mean over the marginal items of :math:`n_{ik}/n_i`, :math:`p_e = \sum_k \pi_k^2`."""
+    items = _marginal_items(X, marginals)
     p_o = percent_agreement(X, categories)["p_o"]
-    if not pairable:
+    if not _pairable(X):
         return {"value": NAN, "p_o": NAN, "p_e": NAN}
     p_e = Fraction(0)
     for c in (exact(c) for c in categories):
-        pi = sum((Fraction(sum(v == c for _, v in item), len(item)) for item in pairable), Fraction(0))
-        pi /= len(pairable)
+        pi = sum((Fraction(sum(v == c for _, v in item), len(item)) for item in items), Fraction(0))
+        pi /= len(items)
         p_e += pi * pi
     return {"value": chance_corrected(p_o, p_e), "p_o": p_o, "p_e": p_e}
 
 
 def gwet_ac(X: Any, categories: Sequence[float], level: str = "nominal",
-            weights: str = "identity") -> dict[str, Number]:
-    r"""Gwet's AC1 (identity weights; Gwet 2008) / AC2 (weighted; Gwet 2014, ch. 4).
+            weights: str = "identity", marginals: str = "all_rated_items") -> dict[str, Number]:
+    r"""Gwet's AC1 (identity weights; Gwet 2008) / AC2 (weighted; Gwet 2014).
 
-    .. math:: \pi_k = \frac{1}{n'} \sum_{i: n_i \ge 2} \frac{n_{ik}}{n_i}, \qquad
+    .. math:: \pi_k = \frac{1}{n} \sum_{i \in M} \frac{n_{ik}}{n_i}, \qquad
               p_e = \frac{T_w}{q(q-1)} \sum_k \pi_k (1 - \pi_k), \qquad T_w = \sum_{k,l} w_{kl}
+
+    over the ``n`` marginal items ``M``: every rated item (Gwet 2014; irrCAC ``gwet``), or the pairable ones.
     """
-    pairable = _pairable(X)
+    items = _marginal_items(X, marginals)
     p_o = percent_agreement(X, categories, level, weights)["p_o"]
     q = len(categories)
-    if not pairable or q < 2:
+    if not _pairable(X) or q < 2:
         return {"value": NAN, "p_o": p_o, "p_e": NAN}
     chance = Fraction(0)
     for c in (exact(c) for c in categories):
         pi = Fraction(0)
-        for item in pairable:
+        for item in items:
             pi += Fraction(sum(v == c for _, v in item), len(item))
-        pi /= len(pairable)
+        pi /= len(items)
         chance += pi * (1 - pi)
     p_e = weight_total(categories, level, weights) / (q * (q - 1)) * chance
     return {"value": chance_corrected(p_o, p_e), "p_o": p_o, "p_e": p_e}

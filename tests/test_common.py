@@ -232,6 +232,22 @@ def test_numeric_rows_and_ids_order_changes_nothing(spec, opts):
     assert np.isfinite(base) and moved == pytest.approx(base, abs=1e-9)
 
 
+@pytest.mark.parametrize(("spec", "opts"), [c for c in CASES if "interval" in c.values[0].levels
+                                            and c.values[0].kind != "per_category"])
+def test_degeneracy_does_not_depend_on_the_units(spec, opts):
+    # docs/degenerate-input.md: "no variation" is decided relative to the data's scale. The pairable values are
+    # all equal and the single rating differs, so moment sums centred at it leave a rounding residue once rescaled.
+    wide = np.full((4, _raters(spec)), np.nan)  # 3 pairable items: residues at every scale below (tried)
+    wide[0, 0], wide[1:, :] = 0.0, 1.0
+    base = _run(spec, opts, wide, level="interval")
+    for scale, shift in ((1.7156, -5.0), (3.3, 0.1), (0.7, 0.3), (2.9, -1.1)):
+        moved = _run(spec, opts, wide * scale + shift, level="interval")
+        if math.isnan(float(base)):
+            assert math.isnan(float(moved)) and moved.reason_code == base.reason_code, (scale, shift, moved)
+        else:
+            assert float(moved) == pytest.approx(float(base), abs=1e-9), (scale, shift)
+
+
 @pytest.mark.parametrize(("spec", "opts"), NUMERIC)
 def test_numeric_affine_invariance(spec, opts):
     if not spec.affine_invariant:

@@ -1,21 +1,22 @@
 """The metrics core against established implementations on many random designs (differential tests).
 
 Peers (test-only): ``krippendorff`` 0.9, ``statsmodels`` (``fleiss_kappa``), ``scikit-learn``
-(``cohen_kappa_score``) and ``irrCAC`` 0.4.4 (``CAC(..., digits=15)``). Tolerance 1e-9.
+(``cohen_kappa_score``) and ``irrCAC`` 0.4.4 (``CAC(..., digits=15)``), the implementation of Gwet's
+*Handbook of Inter-Rater Reliability*. Tolerance 1e-9.
 
-Where a peer defines a coefficient differently from LabelGate's documented policy, the test checks
-the documented *relation* instead of equality (read from irrCAC's installed source, ``irrCAC/raw.py``):
+The random designs (``oracles.random_wide``) have items rated once, unequal numbers of ratings per
+item and categories nobody used. Relations read from irrCAC's installed source (``irrCAC/raw.py``):
 
-* irrCAC keeps items with a single rating in its marginals: ``gwet`` and ``fleiss`` average
-  ``n_ik / n_i`` over every rated item, ``conger`` takes each rater's marginal over all his ratings.
-  LabelGate excludes single-rated items everywhere. Both use the same observed agreement ``pa``
-  (pairable items only), and irrCAC on the data *without* single-rated items (and without the rater
-  columns that become empty) equals LabelGate on the full data. ``bp`` has no marginals: equal as is.
-* irrCAC ``fleiss`` is Gwet's generalisation with item-mean marginals
-  ``pi_k = mean_i n_ik / n_i``; LabelGate's ``fleiss_kappa`` pools the ratings
-  (``pi_k = sum_i n_ik / sum_i n_i``). Equal when every item has the same number of ratings; otherwise
-  irrCAC's value is ``(p_o - pe) / (1 - pe)`` with ``p_o`` ours and ``pe = sum_k pi_k^2`` from
-  item-mean marginals.
+* ``gwet``, ``fleiss`` and ``conger`` take the observed agreement ``pa`` over the items with two or
+  more ratings and the chance-agreement marginals over every rated item (``gwet``/``fleiss``: the
+  mean of ``n_ik / n_i``; ``conger``: each rater's share over all his ratings). That is LabelGate's
+  default (``marginals="all_rated_items"``): equal on the full data. irrCAC needs every rater column
+  to hold a rating (else its Conger marginals are 0/0); LabelGate has no rater without a rating, so
+  empty columns are dropped before irrCAC sees them.
+* ``marginals="pairable_items"`` (LabelGate's earlier definition) equals irrCAC on the data *without*
+  single-rated items for ``gwet`` and ``conger``; for ``fleiss_kappa`` it pools the ratings and
+  equals statsmodels (and irrCAC) when every item has the same number of ratings.
+* ``bp`` has no marginals: equal as is.
 * irrCAC linear/quadratic weights use the category *values*; LabelGate uses ranks for
   nominal/ordinal labels and values for interval/ratio labels. Ordinal designs are given to irrCAC
   recoded to ranks; interval designs as they are (unequally spaced values).
@@ -43,7 +44,7 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 import labelgate as lg
 import oracles
 from labelgate.metrics._engine import evaluate
-from labelgate.metrics.agreement import build_fleiss_kappa
+from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 
 TOL = 1e-9
 N_SEEDS = 120
@@ -195,89 +196,112 @@ def test_bennett_s_vs_irrcac_bp(weights, level):
     enough(compared)
 
 
+def rated_columns(X: np.ndarray) -> np.ndarray:
+    """The rater columns that hold at least one rating (LabelGate has no rater without one)."""
+    return X[:, (~np.isnan(X)).any(axis=0)]
+
+
+def sparse(X: np.ndarray) -> bool:
+    """Some item is rated once and the rated items have unequal numbers of ratings."""
+    n = counts(X)[counts(X) > 0]
+    return bool((n == 1).any() and n.min() != n.max())
+
+
+HANDBOOK = {"gwet": build_gwet_ac, "conger": build_conger_kappa, "fleiss": build_fleiss_kappa}
+
+
+@pytest.mark.parametrize("method", sorted(HANDBOOK))
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("level", IRRCAC_LEVELS)
-def test_gwet_ac_vs_irrcac_gwet(weights, level):
-    compared = 0
+def test_handbook_coefficients_vs_irrcac_on_sparse_designs(method, weights, level):
+    # The default definition is Gwet's: equal to irrCAC at full precision, single-rated items included.
+    compared = with_singles = 0
     for seed, X, cats in designs(level, 6):
-        est = lg.gwet_ac(lg.Ratings.from_wide(X, level=level, categories=cats), weights=weights)
-        reduced = without_singles(X)
-        if math.isnan(est.value) or reduced.shape[0] < 2:
+        r = lg.Ratings.from_wide(X, level=level, categories=cats)
+        est = evaluate(method, HANDBOOK[method](r, weights=weights), ci=None, n_boot=0, seed=None)
+        if est.reason_code == lg.Reason.NO_PAIRABLE_ITEMS:
+            assert (counts(X) < 2).all()  # irrCAC divides by the number of pairable items: 0/0
             continue
-        Xp, cp = irrcac_input(X, cats, level)
-        full = irrcac(Xp, cp, weights, "gwet")
-        assert same(est.details["p_o"], full["pa"]), (seed, X.tolist(), cats)  # same observed agreement
-        peer = irrcac(without_singles(Xp), cp, weights, "gwet")
-        assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
-        assert same(est.details["p_e"], peer["pe"])
-        compared += 1
+        if (counts(X) > 0).sum() < 2:  # irrCAC's variance divides by n(n-1) over rated items
+            continue
+        if est.reason_code == lg.Reason.NO_EXPECTED_DISAGREEMENT:
+            assert same(est.details["p_e"], 1.0)  # irrCAC's fleiss raises ZeroDivisionError on this 0/0
+            continue
+        peer = irrcac(*irrcac_input(rated_columns(X), cats, level), weights, method)
+        assert same(est.details["p_o"], peer["pa"]), (seed, X.tolist(), cats)
+        assert same(est.details["p_e"], peer["pe"]), (seed, est.details, peer, X.tolist(), cats)
+        if not math.isnan(est.value):
+            assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
+            compared += 1
+            with_singles += sparse(X)
     enough(compared)
+    assert with_singles >= N_SEEDS // 4, with_singles  # the sparse case is really exercised
 
 
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("level", IRRCAC_LEVELS)
-def test_conger_kappa_vs_irrcac_conger(weights, level):
-    compared = 0
+def test_public_handbook_coefficients_are_the_builders(weights, level):
+    # gwet_ac / conger_kappa / fleiss_kappa / scott_pi are the builders above with their default marginals.
+    for _seed, X, cats in designs(level, 12):
+        r = lg.Ratings.from_wide(X, level=level, categories=cats)
+        for public, method in ((lg.gwet_ac, "gwet"), (lg.conger_kappa, "conger")):
+            built = evaluate(method, HANDBOOK[method](r, weights=weights), ci=None, n_boot=0, seed=None)
+            assert same(public(r, weights).value, built.value)
+        if weights == "identity":
+            built = evaluate("fleiss", build_fleiss_kappa(r), ci=None, n_boot=0, seed=None)
+            assert same(lg.fleiss_kappa(r).value, built.value) and same(lg.scott_pi(r).value, built.value)
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("level", IRRCAC_LEVELS)
+@pytest.mark.parametrize("method", ["gwet", "conger"])
+def test_pairable_marginals_option_is_irrcac_without_single_rated_items(method, weights, level):
+    compared = differ = 0
     for seed, X, cats in designs(level, 7):
-        est = lg.conger_kappa(lg.Ratings.from_wide(X, level=level, categories=cats), weights=weights)
+        r = lg.Ratings.from_wide(X, level=level, categories=cats)
+        est = evaluate(method, HANDBOOK[method](r, weights=weights, marginals="pairable_items"), ci=None, n_boot=0,
+                       seed=None)
         reduced = without_singles(X)
         if math.isnan(est.value) or reduced.shape[0] < 2:
             continue
-        Xp, cp = irrcac_input(X, cats, level)
-        peer = irrcac(without_singles(Xp), cp, weights, "conger")
+        peer = irrcac(*irrcac_input(reduced, cats, level), weights, method)
         assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
         assert same(est.details["p_o"], peer["pa"]) and same(est.details["p_e"], peer["pe"])
+        handbook = evaluate(method, HANDBOOK[method](r, weights=weights), ci=None, n_boot=0, seed=None)
+        differ += not same(handbook.value, est.value)
         compared += 1
     enough(compared)
+    assert differ > compared // 4  # the two definitions really differ when items are rated once
 
 
 def test_fleiss_kappa_vs_irrcac_fleiss_equal_counts():
     compared = 0
     for seed, X, cats in designs("nominal", 8, complete=True):
-        est = lg.fleiss_kappa(lg.Ratings.from_wide(X, categories=cats))
+        r = lg.Ratings.from_wide(X, categories=cats)
+        est = lg.fleiss_kappa(r)
         if math.isnan(est.value):
             continue
         peer = irrcac(X, cats, "identity", "fleiss")
         assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
+        # with equal numbers of ratings the pooled (earlier) and item-mean marginals coincide
+        assert same(lg.fleiss_kappa(r, marginals="pairable_items").value, est.value)
         compared += 1
     enough(compared)
 
 
-@pytest.mark.parametrize("weights", ["linear", "quadratic"])
-@pytest.mark.parametrize("level", IRRCAC_LEVELS)
-def test_weighted_fleiss_builder_vs_irrcac_fleiss_equal_counts(weights, level):
-    # The public fleiss_kappa is unweighted; its builder takes weights (p_e = pi' W pi, as irrCAC).
-    compared = 0
-    for seed, X, cats in designs(level, 11, complete=True):
-        r = lg.Ratings.from_wide(X, level=level, categories=cats)
-        est = evaluate("fleiss_kappa", build_fleiss_kappa(r, weights=weights), ci=None, n_boot=0, seed=None)
-        if math.isnan(est.value):
-            continue
-        peer = irrcac(*irrcac_input(X, cats, level), weights, "fleiss")
-        assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
-        compared += 1
-    enough(compared)
-
-
-def test_fleiss_kappa_vs_irrcac_fleiss_unequal_counts_documented_relation():
+def test_fleiss_kappa_pooled_option_vs_oracle_on_unequal_counts():
+    # marginals="pairable_items" keeps Fleiss' pooled marginals over pairable items; it differs from Gwet's.
     compared = differ = 0
     for seed, X, cats in designs("nominal", 9, missing=0.35):
-        reduced = without_singles(X)
-        est = lg.fleiss_kappa(lg.Ratings.from_wide(X, categories=cats))
-        if math.isnan(est.value) or reduced.shape[0] < 2:
+        r = lg.Ratings.from_wide(X, categories=cats)
+        pooled = lg.fleiss_kappa(r, marginals="pairable_items")
+        if math.isnan(pooled.value) or without_singles(X).shape[0] < 2:
             continue
-        peer = irrcac(reduced, cats, "identity", "fleiss")
-        p_o = est.details["p_o"]
-        assert same(p_o, peer["pa"]), (seed, X.tolist(), cats)
-        # pe from item-mean marginals over the pairable items
-        share = np.stack([(reduced == c).sum(axis=1) for c in cats], axis=1) / counts(reduced)[:, None]
-        pe = float((share.mean(axis=0) ** 2).sum())
-        assert same(peer["coefficient_value"], (p_o - pe) / (1 - pe)), (seed, peer, p_o, pe)
-        assert same(peer["coefficient_value"], oracles.fleiss_kappa_item_mean(X, cats)["value"])
-        differ += not same(est.value, peer["coefficient_value"])
+        assert same(pooled.value, oracles.fleiss_kappa_pooled(X, cats)["value"]), (seed, X.tolist(), cats)
+        differ += not same(pooled.value, lg.fleiss_kappa(r).value)
         compared += 1
     enough(compared, N_SEEDS // 2)
-    assert differ > compared // 2  # the two definitions really differ on unequal counts
+    assert differ > compared // 2
 
 
 @pytest.mark.parametrize(("weights", "level"), [("identity", "nominal"), ("quadratic", "interval")])

@@ -21,6 +21,7 @@ TOL = 1e-9
 SEEDS = range(40)
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
 WEIGHTS = ("identity", "linear", "quadratic")
+MARGINALS = ("all_rated_items", "pairable_items")
 
 
 def same(core: float, oracle: float | Fraction) -> bool:
@@ -72,10 +73,13 @@ def test_bennett_s(seed, weights):
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("weights", WEIGHTS)
-def test_conger_kappa(seed, weights):
+@pytest.mark.parametrize("marginals", MARGINALS)
+def test_conger_kappa(seed, weights, marginals):
     X, cats, level, r = design(seed)
-    est, want = lg.conger_kappa(r, weights=weights), oracles.conger_kappa(X, cats, level, weights)
+    est = lg.conger_kappa(r, weights=weights, marginals=marginals)
+    want = oracles.conger_kappa(X, cats, level, weights, marginals)
     check(est.value, want["value"], X, cats, "conger_kappa")
+    assert est.n_items == n_pairable(X) and est.n_items_excluded == n_single(X)
     if not math.isnan(float(want["p_e"])):
         check(est.details["p_o"], want["p_o"], X, cats, "conger p_o")
         check(est.details["p_e"], want["p_e"], X, cats, "conger p_e")
@@ -91,26 +95,30 @@ def test_cohen_kappa_two_raters(seed, weights):
     r = lg.Ratings.from_wide(X, level=level, categories=cats)
     est = lg.cohen_kappa(r, weights=weights)
     check(est.value, oracles.cohen_kappa(X, cats, level, weights)["value"], X, cats, "cohen_kappa")
-    # Conger's kappa reduces to Cohen's for two raters.
-    check(lg.conger_kappa(r, weights=weights).value, est.value, X, cats, "conger == cohen")
+    # Conger's kappa with marginals on the pairable items (those both raters judged) is Cohen's for two raters.
+    conger = lg.conger_kappa(r, weights=weights, marginals="pairable_items")
+    check(conger.value, est.value, X, cats, "conger == cohen")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_fleiss_kappa_and_scott_pi(seed):
+@pytest.mark.parametrize("marginals", MARGINALS)
+def test_fleiss_kappa_and_scott_pi(seed, marginals):
     X, cats, _level, r = design(seed)
-    want = oracles.fleiss_kappa(X, cats)
-    est = lg.fleiss_kappa(r)
+    want = oracles.fleiss_kappa(X, cats, marginals)
+    est = lg.fleiss_kappa(r, marginals=marginals)
     check(est.value, want["value"], X, cats, "fleiss_kappa")
-    check(lg.scott_pi(r).value, want["value"], X, cats, "scott_pi")
+    check(lg.scott_pi(r, marginals=marginals).value, want["value"], X, cats, "scott_pi")
     if not math.isnan(float(want["p_e"])):
         check(est.details["p_e"], want["p_e"], X, cats, "fleiss p_e")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("weights", WEIGHTS)
-def test_gwet_ac(seed, weights):
+@pytest.mark.parametrize("marginals", MARGINALS)
+def test_gwet_ac(seed, weights, marginals):
     X, cats, level, r = design(seed)
-    est, want = lg.gwet_ac(r, weights=weights), oracles.gwet_ac(X, cats, level, weights)
+    est = lg.gwet_ac(r, weights=weights, marginals=marginals)
+    want = oracles.gwet_ac(X, cats, level, weights, marginals)
     check(est.value, want["value"], X, cats, "gwet_ac")
     if not math.isnan(float(want["p_e"])):
         check(est.details["p_e"], want["p_e"], X, cats, "gwet p_e")

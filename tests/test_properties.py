@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -71,12 +71,15 @@ def test_conger_with_two_raters_is_cohen(wide):
 @given(wide_ratings())
 def test_iota_reduces_to_conger(wide):
     # Berry & Mielke / xRR §3.1: nominal iota is Conger's kappa; interval iota (squared distance) is Conger's
-    # kappa with quadratic weights, since 1 - w is proportional to the squared distance.
+    # kappa with quadratic weights, since 1 - w is proportional to the squared distance. Iota's rater marginals
+    # are over the pairable items (its missing-data extension), i.e. Conger's marginals="pairable_items".
     data, q = wide
     nominal = lg.Ratings.from_wide(data, categories=list(range(q)))
-    _finite_equal(float(lg.janson_olsson_iota(nominal)), float(lg.conger_kappa(nominal)))
+    conger = lg.conger_kappa(nominal, marginals="pairable_items")
+    _finite_equal(float(lg.janson_olsson_iota(nominal)), float(conger))
     interval = lg.Ratings.from_wide(data, categories=list(range(q)), level="interval")
-    _finite_equal(float(lg.janson_olsson_iota(interval)), float(lg.conger_kappa(interval, "quadratic")))
+    conger = lg.conger_kappa(interval, "quadratic", marginals="pairable_items")
+    _finite_equal(float(lg.janson_olsson_iota(interval)), float(conger))
 
 
 @SETTINGS
@@ -119,8 +122,14 @@ def test_rater_relabelling_and_order_do_not_matter(wide, seed):
         _finite_equal(float(metric(a)), float(metric(b)))
 
 
+# Found by hypothesis (issue 16): the only pairable values are all 1 and the moments are centred at the single
+# rating 0, so after rescaling the expected disagreement was a rounding residue (~1e-15) and alpha came out 1.0.
+CONSTANT_PAIRABLE = np.array([[0.0, np.nan], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+
+
 @SETTINGS
 @given(wide_ratings(), st.floats(0.5, 10), st.floats(-5, 5))
+@example((CONSTANT_PAIRABLE, 2), 1.7156, -5.0)
 def test_interval_metrics_are_invariant_to_affine_rescaling(wide, scale, shift):
     data, _ = wide
     a = lg.Ratings.from_wide(data, level="interval")
@@ -131,6 +140,26 @@ def test_interval_metrics_are_invariant_to_affine_rescaling(wide, scale, shift):
             assert np.isnan(vb)
         else:
             assert vb == pytest.approx(va, abs=1e-7)
+
+
+@pytest.mark.parametrize(("scale", "shift"), [(1.0, 0.0), (1.7156, -5.0), (1.7156, -4.75), (3.3, 0.1), (1e6, 3.0),
+                                            (1e-6, 0.0)])
+def test_constant_pairable_values_have_no_expected_disagreement_at_any_scale(scale, shift):
+    # The degeneracy is decided relative to the data's scale (docs/degenerate-input.md), not with == 0.
+    r = lg.Ratings.from_wide(CONSTANT_PAIRABLE * scale + shift, level="interval")
+    for metric in (lg.krippendorff_alpha, lg.janson_olsson_iota):
+        est = metric(r)
+        assert est.is_nan and est.reason_code == lg.Reason.NO_EXPECTED_DISAGREEMENT, (metric, est)
+        assert est.details["d_e"] == 0.0
+
+
+@pytest.mark.xfail(strict=True, reason="interval kappa_x (metrics/cross.py, outside this change) still decides "
+                                       "d_e == 0 exactly; it needs the same relative tolerance")
+def test_cross_kappa_constant_common_values_have_no_expected_disagreement_at_any_scale():
+    x = lg.Ratings.from_wide(CONSTANT_PAIRABLE * 1.7156 - 5.0, level="interval")
+    y = lg.Ratings.from_wide(CONSTANT_PAIRABLE[:, :1] * 1.7156 - 5.0, level="interval")
+    y = y.subset_items([1, 2, 3])  # the items rated in both hold the constant value only
+    assert lg.cross_kappa(x, y).is_nan
 
 
 def test_normalized_cross_kappa_tends_to_one_for_one_process():

@@ -245,13 +245,37 @@ def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Relative size under which a difference of sums is rounding residue, not variation (docs/degenerate-input.md).
+#: Residues of ``n * sum(x^2) - sum(x)^2`` on constant data stay below 1e-10 of ``n * sum(x^2)`` up to 10^7
+#: values; genuine variation is at least about ``1 / (2 N)`` of it, so the two are told apart up to ~10^8 values.
+DEGENERACY_RTOL = 1e-9
+
+
+def vanishes(value: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
+    """True where ``|value| <= DEGENERACY_RTOL * |scale|``: ``value`` is a rounding residue of its scale.
+
+    A coefficient is undefined (0/0) when its denominator vanishes; deciding that with ``== 0`` makes the
+    answer depend on rounding (constant data rescaled by 1.7156 leave a residue of ~1e-16 and turn NaN into 1),
+    so every degeneracy test compares the denominator with the size of the terms it is computed from.
+    """
+    return np.abs(np.asarray(value, dtype=np.float64)) <= DEGENERACY_RTOL * np.abs(np.asarray(scale, dtype=np.float64))
+
+
 def chance_corrected(p_o: np.ndarray, p_e: np.ndarray) -> np.ndarray:
-    """``(p_o - p_e) / (1 - p_e)``, NaN when ``p_e == 1``."""
-    return safe_ratio(p_o - p_e, 1.0 - p_e)
+    """``(p_o - p_e) / (1 - p_e)``, NaN when ``1 - p_e`` vanishes (its scale is 1: ``p_e`` is a probability)."""
+    room = 1.0 - np.asarray(p_e, dtype=np.float64)
+    return safe_ratio(p_o - p_e, np.where(vanishes(room, 1.0), 0.0, room))
 
 
-def one_minus_ratio(d_o: np.ndarray, d_e: np.ndarray) -> np.ndarray:
-    """``1 - d_o / d_e``, NaN when ``d_e == 0``."""
+def one_minus_ratio(d_o: np.ndarray, d_e: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+    """``1 - d_o / d_e``, NaN when ``d_e`` vanishes relative to ``scale`` (exactly 0 when no scale is given).
+
+    ``scale`` is the size of the terms ``d_e`` is a difference of (e.g. ``n * sum(x^2)`` for a variance from
+    moments), in the units of ``d_e``.
+    """
+    d_e = np.asarray(d_e, dtype=np.float64)
+    if scale is not None:
+        d_e = np.where(vanishes(d_e, scale), 0.0, d_e)
     return 1.0 - safe_ratio(d_o, d_e)
 
 

@@ -19,6 +19,9 @@ else:
 
 Weights = Literal["identity", "linear", "quadratic"]
 WEIGHTS: tuple[Weights, ...] = ("identity", "linear", "quadratic")
+#: Which items feed the chance-agreement marginals: every rated item (Gwet 2014) or only the pairable ones.
+Marginals = Literal["all_rated_items", "pairable_items"]
+MARGINALS: tuple[Marginals, ...] = ("all_rated_items", "pairable_items")
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,9 @@ class ItemView:
     """Counts of the items on one axis; rows align with ``codes``.
 
     ``pairable`` marks the items with two or more ratings: only they carry
-    within-pool agreement information (the degenerate-input policy).
+    within-pool agreement information (the degenerate-input policy). Items
+    with one rating still carry information on the raters' category use,
+    which Gwet's chance agreement takes into account (:meth:`marginal_items`).
     """
 
     ratings: Ratings
@@ -43,23 +48,36 @@ class ItemView:
     def n_ratings_pairable(self) -> int:
         return int(self.n[self.pairable].sum())
 
-    def rows_on_axis(self) -> tuple[IntArray, IntArray]:
-        """(row positions in the Ratings, axis position) of judgements on pairable axis items."""
+    def marginal_items(self, marginals: Marginals) -> np.ndarray:
+        """Mask of the axis items whose ratings enter the chance-agreement marginals."""
+        return self.n > 0 if marginals == "all_rated_items" else self.pairable
+
+    def rows_on_axis(self, mask: np.ndarray | None = None) -> tuple[IntArray, IntArray]:
+        """(row positions in the Ratings, axis position) of judgements on the axis items in ``mask``.
+
+        ``mask`` defaults to the pairable items.
+        """
+        on = self.pairable if mask is None else mask
         position = np.full(self.ratings.n_items, -1, dtype=np.int64)
-        position[self.codes[self.pairable]] = np.flatnonzero(self.pairable)
+        position[self.codes[on]] = np.flatnonzero(on)
         axis_pos = position[self.ratings.item_codes]
         rows = np.flatnonzero(axis_pos >= 0)
         return rows, axis_pos[rows]
 
 
-def view(r: Ratings, codes: IntArray | None = None) -> ItemView:
-    """Item view on ``codes`` (default: the pairable items of ``r``, cached on ``r``)."""
+def view(r: Ratings, codes: IntArray | None = None, *, min_ratings: int = 2) -> ItemView:
+    """Item view on ``codes``; by default the items of ``r`` with at least ``min_ratings`` ratings (cached on ``r``).
+
+    ``min_ratings=2`` (pairable items) is the axis of statistics that use only within-item agreement;
+    ``min_ratings=1`` (every rated item) the axis of those whose chance agreement also uses single ratings.
+    """
     if codes is None:
-        cached = r.__dict__.get("_pairable_view")
+        key = f"_view_min_{min_ratings}"
+        cached = r.__dict__.get(key)
         if cached is not None:
             return cached
-        made = view(r, np.flatnonzero(r.ratings_per_item >= 2))
-        r.__dict__["_pairable_view"] = made
+        made = view(r, np.flatnonzero(r.ratings_per_item >= min_ratings))
+        r.__dict__[key] = made
         return made
     counts = r.item_counts[codes].astype(np.float64)
     n = r.ratings_per_item[codes].astype(np.float64)
@@ -109,19 +127,19 @@ def agreement_from_counts(counts: np.ndarray, n: FloatArray, w: FloatArray) -> F
     return out
 
 
-def rater_category_block(v: ItemView) -> sp.csr_matrix:
-    """Sparse (axis items x raters*categories) one-hot of the pairable judgements."""
+def rater_category_block(v: ItemView, mask: np.ndarray | None = None) -> sp.csr_matrix:
+    """Sparse (axis items x raters*categories) one-hot of the judgements on ``mask`` items (default: pairable)."""
     r = v.ratings
-    rows, axis_pos = v.rows_on_axis()
+    rows, axis_pos = v.rows_on_axis(mask)
     columns = r.rater_codes[rows] * r.n_categories + r.value_codes[rows]
     data = np.ones(rows.size, dtype=np.float64)
     shape = (v.codes.size, r.n_raters * r.n_categories)
     return sp.csr_matrix((data, (axis_pos, columns)), shape=shape)
 
 
-def rater_category_totals(v: ItemView) -> FloatArray:
+def rater_category_totals(v: ItemView, mask: np.ndarray | None = None) -> FloatArray:
     """Column sums of :func:`rater_category_block`, computed without building it."""
     r = v.ratings
-    rows, _ = v.rows_on_axis()
+    rows, _ = v.rows_on_axis(mask)
     columns = r.rater_codes[rows] * r.n_categories + r.value_codes[rows]
     return np.bincount(columns, minlength=r.n_raters * r.n_categories).astype(np.float64)

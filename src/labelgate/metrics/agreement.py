@@ -6,15 +6,21 @@ weighted share of agreeing rater pairs,
 
 .. math::
 
-    p_o = \frac{1}{n'} \sum_{i: n_i \ge 2}
-          \frac{\sum_{c,k} n_{ic} (n_{ik} - \delta_{ck}) w_{ck}}{n_i (n_i - 1)},
+    p_a = \frac{1}{n'} \sum_{i: r_i \ge 2}
+          \frac{\sum_{k,l} r_{ik} (r_{il} - \delta_{kl}) w_{kl}}{r_i (r_i - 1)},
 
 and differ in the chance agreement :math:`p_e`; the coefficient is
-:math:`(p_o - p_e) / (1 - p_e)`. Items with a single rating are excluded
-everywhere (including from marginals) and counted in ``n_items_excluded``.
+:math:`(p_a - p_e) / (1 - p_e)`. An item with a single rating says nothing
+about agreement, so it is left out of :math:`p_a` (and counted in
+``n_items_excluded``), but it does say how raters use the categories: by
+default (``marginals="all_rated_items"``) the chance-agreement marginals use
+every rated item, as in Gwet's *Handbook of Inter-Rater Reliability* and its
+implementation irrCAC. ``marginals="pairable_items"`` restricts them to the
+pairable items (LabelGate's earlier definition; see ``docs/metrics.md``).
 
-References: J. M. Girard, *Inter-rater reliability* (slides; ``seeds/``);
-K. L. Gwet, *Handbook of Inter-Rater Reliability*, 4th ed., 2014.
+References: K. L. Gwet, *Handbook of Inter-Rater Reliability*, 4th ed., 2014
+(the coefficients with missing ratings); J. M. Girard,
+*Inter-rater reliability* (slides; ``seeds/``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy as np
 
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
-from labelgate.errors import DesignError, Reason
+from labelgate.errors import DesignError, Reason, check_option
 from labelgate.metrics._engine import (
     Components,
     ItemStatistic,
@@ -37,7 +43,9 @@ from labelgate.metrics._engine import (
     safe_ratio,
 )
 from labelgate.metrics._items import (
+    MARGINALS,
     ItemView,
+    Marginals,
     Weights,
     excluded_single,
     item_agreement,
@@ -52,18 +60,55 @@ def _explain_chance(point: Components) -> tuple[Reason, str] | None:
     if point.get("n_pairable", np.ones(1))[0] == 0:
         return Reason.NO_PAIRABLE_ITEMS, "no item has two or more ratings"
     if "n_raters" in point and point["n_raters"][0] < 2:
-        return Reason.NO_PAIRABLE_ITEMS, "fewer than two raters rated pairable items"
+        return Reason.NO_PAIRABLE_ITEMS, "fewer than two raters have ratings in the chance-agreement marginals"
     return (Reason.NO_EXPECTED_DISAGREEMENT,
             "chance agreement is 1 (a single category is used or available), so the coefficient is 0/0")
 
 
-def _observed_block(v: ItemView, w: FloatArray) -> np.ndarray:
-    return np.column_stack([item_agreement(v, w), v.pairable.astype(np.float64)])
+def _axis(r: Ratings, codes: IntArray | None, marginals: Marginals, function: str) -> ItemView:
+    """The item axis: every rated item when single ratings enter the marginals, else the pairable items.
+
+    The item bootstrap resamples the rows of this axis, i.e. every item the statistic depends on.
+    """
+    check_option(marginals, MARGINALS, "marginals", function)
+    return view(r, codes, min_ratings=1 if marginals == "all_rated_items" else 2)
+
+
+def _observed_block(v: ItemView, w: FloatArray, marginal: np.ndarray | None = None) -> np.ndarray:
+    """Per item: weighted agreement, pairable indicator and (optionally) the marginal-item indicator.
+
+    The indicator of the items in the marginals sits here, in a block of fixed width, rather than next to the
+    category columns: the monitor widens category blocks at their end when a new category appears.
+    """
+    columns = [item_agreement(v, w), v.pairable.astype(np.float64)]
+    if marginal is not None:
+        columns.append(marginal.astype(np.float64))
+    return np.column_stack(columns)
 
 
 def _observed(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(p_o, number of pairable items) from the sums of :func:`_observed_block`."""
+    """(p_a, number of pairable items) from the sums of :func:`_observed_block`."""
     return safe_ratio(sums[:, 0], sums[:, 1]), sums[:, 1]
+
+
+def _marginal_block(v: ItemView, marginal: np.ndarray, pooled: bool = False) -> FloatArray:
+    """Per item on the marginal items: the category shares ``r_ik / r_i`` (or the counts ``r_ik`` if ``pooled``)."""
+    if pooled:
+        return v.counts * marginal[:, None]
+    share = np.zeros_like(v.counts)
+    np.divide(v.counts, v.n[:, None], out=share, where=marginal[:, None])
+    return share
+
+
+def _classification_probabilities(observed: np.ndarray, marginal: np.ndarray, pooled: bool = False) -> np.ndarray:
+    r""":math:`\pi_k` from the sums of :func:`_observed_block` (with the indicator) and :func:`_marginal_block`.
+
+    Item mean :math:`\pi_k = \frac{1}{n} \sum_i r_{ik}/r_i` over the ``n`` marginal items (Gwet 2014), or the
+    pooled share :math:`\sum_i r_{ik} / \sum_i r_i` if ``pooled``.
+    """
+    if pooled:
+        return safe_ratio(marginal, marginal.sum(axis=1, keepdims=True))
+    return safe_ratio(marginal, observed[:, 2:3])
 
 
 def _stat(v: ItemView, blocks: list[Any] | None, finalize: Any, **kw: Any) -> ItemStatistic:
@@ -72,6 +117,12 @@ def _stat(v: ItemView, blocks: list[Any] | None, finalize: Any, **kw: Any) -> It
     return ItemStatistic(blocks=blocks, finalize=finalize, n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded,
                          explain=_explain_chance, **kw)
+
+
+def _chance_components(sums: list[np.ndarray], p_e: np.ndarray) -> Components:
+    p_a, n_pair = _observed(sums[0])
+    return {"value": chance_corrected(p_a, p_e), "p_o": p_a, "p_e": p_e, "n_pairable": n_pair,
+            "n_marginal_items": sums[0][:, 2]}
 
 
 # ---------------------------------------------------------------- builders
@@ -87,7 +138,7 @@ def build_percent_agreement(r: Ratings, codes: IntArray | None = None, weights: 
 
 
 def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity") -> ItemStatistic:
-    v = view(r, codes)
+    v = view(r, codes)  # no marginals: single-rated items play no part
     w = weight_matrix(r, weights, "bennett_s")
     p_e = float(w.sum()) / r.n_categories**2
 
@@ -100,52 +151,48 @@ def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights 
 
 
 def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
-                       ) -> ItemStatistic:
-    v = view(r, codes)
+                       marginals: Marginals = "all_rated_items") -> ItemStatistic:
+    v = _axis(r, codes, marginals, "fleiss_kappa")
     w = weight_matrix(r, weights, "fleiss_kappa")
-    pooled = v.counts * v.pairable[:, None]
+    on = v.marginal_items(marginals)
+    pooled = marginals == "pairable_items"  # the pre-handbook definition pooled the ratings (Fleiss 1971)
 
     def finalize(sums: list[np.ndarray]) -> Components:
-        p_o, n_pair = _observed(sums[0])
-        total = sums[1].sum(axis=1, keepdims=True)
-        pi = safe_ratio(sums[1], total)
-        p_e = np.einsum("bc,ck,bk->b", pi, w, pi)
-        return {"value": chance_corrected(p_o, p_e), "p_o": p_o, "p_e": p_e, "n_pairable": n_pair}
+        pi = _classification_probabilities(sums[0], sums[1], pooled)
+        return _chance_components(sums, np.einsum("bc,ck,bk->b", pi, w, pi))
 
-    return _stat(v, [_observed_block(v, w), pooled], finalize)
+    return _stat(v, [_observed_block(v, w, on), _marginal_block(v, on, pooled)], finalize)
 
 
-def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity") -> ItemStatistic:
-    v = view(r, codes)
+def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
+                  marginals: Marginals = "all_rated_items") -> ItemStatistic:
+    v = _axis(r, codes, marginals, "gwet_ac")
     w = weight_matrix(r, weights, "gwet_ac")
     q = r.n_categories
-    share = np.zeros_like(v.counts)
-    np.divide(v.counts, v.n[:, None], out=share, where=v.pairable[:, None])
+    on = v.marginal_items(marginals)
     scale = float(w.sum()) / (q * (q - 1)) if q > 1 else np.nan
 
     def finalize(sums: list[np.ndarray]) -> Components:
-        p_o, n_pair = _observed(sums[0])
-        pi = safe_ratio(sums[1], n_pair[:, None])
-        p_e = scale * (pi * (1.0 - pi)).sum(axis=1)
-        return {"value": chance_corrected(p_o, p_e), "p_o": p_o, "p_e": p_e, "n_pairable": n_pair}
+        pi = _classification_probabilities(sums[0], sums[1])
+        return _chance_components(sums, scale * (pi * (1.0 - pi)).sum(axis=1))
 
-    return _stat(v, [_observed_block(v, w), share], finalize)
+    return _stat(v, [_observed_block(v, w, on), _marginal_block(v, on)], finalize)
 
 
 def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
-                       function: str = "conger_kappa") -> ItemStatistic:
-    v = view(r, codes)
+                       function: str = "conger_kappa", marginals: Marginals = "all_rated_items") -> ItemStatistic:
+    v = _axis(r, codes, marginals, function)
     w = weight_matrix(r, weights, function)
     n_raters, q = r.n_raters, r.n_categories
+    on = v.marginal_items(marginals)
+    observed = _observed_block(v, w, on)
 
     def finalize(sums: list[np.ndarray]) -> Components:
-        p_o, n_pair = _observed(sums[0])
         p_e, active = conger_chance(sums[1].reshape(-1, n_raters, q), w)
-        return {"value": chance_corrected(p_o, p_e), "p_o": p_o, "p_e": p_e, "n_pairable": n_pair,
-                "n_raters": active}
+        return {**_chance_components(sums, p_e), "n_raters": active}
 
-    stat = _stat(v, None, finalize, build_blocks=lambda: [_observed_block(v, w), rater_category_block(v)])
-    stat.totals = [_observed_block(v, w).sum(axis=0), rater_category_totals(v)]
+    stat = _stat(v, None, finalize, build_blocks=lambda: [observed, rater_category_block(v, on)])
+    stat.totals = [observed.sum(axis=0), rater_category_totals(v, on)]
     return stat
 
 
@@ -154,7 +201,9 @@ def conger_chance(rater_counts: np.ndarray, w: FloatArray) -> tuple[np.ndarray, 
 
     :math:`p_e = \frac{1}{r(r-1)} \sum_{g \ne h} p_g^\top W p_h` over the raters
     with at least one rating, ``p_g`` being rater ``g``'s own marginal
-    distribution. Returns ``(p_e, r)``.
+    distribution. This is Gwet's (2014) weighted form
+    :math:`\sum_{k,l} w_{kl} (\bar p_k \bar p_l - s^2_{kl} / r)`, :math:`s^2_{kl}`
+    the covariance of the raters' marginals. Returns ``(p_e, r)``.
     """
     n_g = rater_counts.sum(axis=2)
     active = (n_g > 0).sum(axis=1).astype(np.float64)
@@ -190,9 +239,9 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
 
     Notes
     -----
-    .. math:: p_o = \frac{1}{n'} \sum_i \frac{\sum_{c,k} n_{ic}(n_{ik} - \delta_{ck}) w_{ck}}{n_i(n_i-1)}
+    .. math:: p_a = \frac{1}{n'} \sum_{i: r_i \ge 2} \frac{\sum_{k,l} r_{ik}(r_{il} - \delta_{kl}) w_{kl}}{r_i(r_i-1)}
 
-    Girard's slides, "Agreement: Generalized function".
+    Girard's slides, "Agreement: Generalized function"; Gwet (2014).
 
     Examples
     --------
@@ -211,8 +260,10 @@ def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = N
               seed: Any = None) -> Estimate:
     r"""Bennett, Alpert & Goldstein's S (Brennan–Prediger): chance = uniform over categories.
 
-    :math:`p_e = \sum_{c,k} w_{ck} / q^2` (``1/q`` with identity weights), with
-    ``q`` the number of categories (explicit list, or observed).
+    :math:`p_e = \sum_{k,l} w_{kl} / q^2` (``1/q`` with identity weights), with
+    ``q`` the number of categories (explicit list, or observed); :math:`p_a`
+    over the pairable items. It has no marginals, so single-rated items play
+    no part (Gwet 2014; irrCAC ``bp``).
 
     Examples
     --------
@@ -225,15 +276,27 @@ def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = N
     return evaluate("bennett_s", build_bennett_s(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def fleiss_kappa(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
-    r"""Fleiss' kappa (multi-rater Scott's pi) with pooled marginals.
+def fleiss_kappa(r: Ratings, *, marginals: Marginals = "all_rated_items", ci: float | None = None,
+                 n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+    r"""Fleiss' kappa (multi-rater Scott's pi), Gwet's generalisation to missing ratings.
 
-    :math:`p_e = \sum_c \pi_c^2` with :math:`\pi_c = \sum_i n_{ic} / \sum_i n_i`
-    over pairable items: every rating weighs the same. With unequal numbers
-    of ratings per item this differs from Gwet's generalisation (irrCAC),
-    whose :math:`\pi_c` is the mean over items of :math:`n_{ic}/n_i`; the
-    two coincide when every item has the same number of ratings
-    (``docs/metrics.md``).
+    .. math:: p_e = \sum_k \pi_k^2, \qquad \pi_k = \frac{1}{n} \sum_{i: r_i \ge 1} \frac{r_{ik}}{r_i}
+
+    over the ``n`` rated items (Gwet 2014; irrCAC ``fleiss``), and
+    :math:`p_a` over the pairable items. With the same number of ratings on
+    every item this is Fleiss (1971) exactly (statsmodels ``fleiss_kappa``).
+
+    Parameters
+    ----------
+    r : Ratings
+        The judgements.
+    marginals : {"all_rated_items", "pairable_items"}, default "all_rated_items"
+        ``"pairable_items"`` is LabelGate's earlier definition: *pooled* marginals
+        :math:`\pi_k = \sum_i r_{ik} / \sum_i r_i` over the pairable items
+        (every rating weighs the same, as in Fleiss 1971). It differs from the
+        default when items have unequal numbers of ratings.
+    ci, n_boot, seed
+        As in :func:`percent_agreement`.
 
     Examples
     --------
@@ -243,11 +306,12 @@ def fleiss_kappa(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N
     0.4667
     """
     check_bootstrap_args(ci, n_boot, seed, "fleiss_kappa")
-    return evaluate("fleiss_kappa", build_fleiss_kappa(r), ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("fleiss_kappa", build_fleiss_kappa(r, marginals=marginals), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def scott_pi(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
-    """Scott's pi; Fleiss' kappa is its multi-rater form and is computed identically.
+def scott_pi(r: Ratings, *, marginals: Marginals = "all_rated_items", ci: float | None = None,
+             n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+    """Scott's pi; Fleiss' kappa is its multi-rater form and is computed identically (same ``marginals``).
 
     Examples
     --------
@@ -257,15 +321,30 @@ def scott_pi(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOO
     True
     """
     check_bootstrap_args(ci, n_boot, seed, "scott_pi")
-    return evaluate("scott_pi", build_fleiss_kappa(r), ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("scott_pi", build_fleiss_kappa(r, marginals=marginals), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def gwet_ac(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
-            seed: Any = None) -> Estimate:
+def gwet_ac(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
+            ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Gwet's AC1 (identity weights) / AC2 (linear or quadratic weights).
 
-    :math:`p_e = \frac{\sum_{c,k} w_{ck}}{q(q-1)} \sum_c \pi_c (1 - \pi_c)`,
-    :math:`\pi_c` the mean over pairable items of :math:`n_{ic}/n_i` (Gwet 2008).
+    .. math:: p_e = \frac{\sum_{k,l} w_{kl}}{q(q-1)} \sum_k \pi_k (1 - \pi_k), \qquad
+              \pi_k = \frac{1}{n} \sum_{i: r_i \ge 1} \frac{r_{ik}}{r_i}
+
+    over the ``n`` rated items, :math:`p_a` over the pairable items (Gwet 2008;
+    Gwet 2014; irrCAC ``gwet``).
+
+    Parameters
+    ----------
+    r : Ratings
+        The judgements.
+    weights : {"identity", "linear", "quadratic"}, default "identity"
+        As in :func:`percent_agreement`.
+    marginals : {"all_rated_items", "pairable_items"}, default "all_rated_items"
+        ``"pairable_items"`` averages :math:`r_{ik}/r_i` over the pairable
+        items only (LabelGate's earlier definition).
+    ci, n_boot, seed
+        As in :func:`percent_agreement`.
 
     Examples
     --------
@@ -275,17 +354,29 @@ def gwet_ac(r: Ratings, weights: Weights = "identity", *, ci: float | None = Non
     0.5294
     """
     check_bootstrap_args(ci, n_boot, seed, "gwet_ac")
-    return evaluate("gwet_ac", build_gwet_ac(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("gwet_ac", build_gwet_ac(r, weights=weights, marginals=marginals), ci=ci, n_boot=n_boot,
+                    seed=seed)
 
 
-def conger_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
-                 seed: Any = None) -> Estimate:
+def conger_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
+                 ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Conger's kappa: multi-rater Cohen's kappa with rater-specific marginals.
 
-    :math:`p_e` is the mean over pairs of distinct raters of
-    :math:`p_g^\top W p_h`, each rater's marginal taken over his own ratings
-    on pairable items (Conger 1980; Girard's ``mKAPPA``, which gives −0.182 on
-    the slides' five-rater example).
+    .. math:: p_e = \frac{1}{r(r-1)} \sum_{g \ne h} \sum_{k,l} w_{kl}\, p_{gk}\, p_{hl}
+
+    with :math:`p_{gk}` the share of rater ``g``'s ratings that are ``k``, over
+    all his ratings (Conger 1980; Gwet 2014; irrCAC ``conger``);
+    :math:`p_a` over the pairable items. Girard's ``mKAPPA`` gives −0.182 on
+    the slides' five-rater example.
+
+    Parameters
+    ----------
+    marginals : {"all_rated_items", "pairable_items"}, default "all_rated_items"
+        ``"pairable_items"`` takes each rater's marginal over his ratings on
+        pairable items only (LabelGate's earlier definition); then ``r`` counts the
+        raters with a rating on a pairable item.
+    r, weights, ci, n_boot, seed
+        As in :func:`gwet_ac`.
 
     Examples
     --------
@@ -296,16 +387,18 @@ def conger_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None 
     -0.182
     """
     check_bootstrap_args(ci, n_boot, seed, "conger_kappa")
-    return evaluate("conger_kappa", build_conger_kappa(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("conger_kappa", build_conger_kappa(r, weights=weights, marginals=marginals), ci=ci,
+                    n_boot=n_boot, seed=seed)
 
 
 def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
                 seed: Any = None) -> Estimate:
     """Cohen's kappa (weighted with linear/quadratic weights) for exactly two raters.
 
-    Uses the items both raters judged; equals scikit-learn's
-    ``cohen_kappa_score`` on those pairs. For more raters use
-    :func:`conger_kappa`, which reduces to this coefficient for two.
+    Uses the items both raters judged, for the marginals too; equals
+    scikit-learn's ``cohen_kappa_score`` on those pairs. This is
+    :func:`conger_kappa` with ``marginals="pairable_items"`` (Conger's default
+    also uses the items only one of the two raters judged).
 
     Raises
     ------
@@ -324,7 +417,7 @@ def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None =
         raise DesignError(f"cohen_kappa needs exactly two raters; these ratings have {r.n_raters}. "
                           "Use conger_kappa for more raters (it equals Cohen's kappa for two).",
                           Reason.WRONG_RATER_COUNT, n_raters=r.n_raters)
-    stat = build_conger_kappa(r, weights=weights, function="cohen_kappa")
+    stat = build_conger_kappa(r, weights=weights, function="cohen_kappa", marginals="pairable_items")
     return evaluate("cohen_kappa", stat, ci=ci, n_boot=n_boot, seed=seed)
 
 

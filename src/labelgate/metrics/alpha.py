@@ -18,7 +18,14 @@ import numpy as np
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
-from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, one_minus_ratio
+from labelgate.metrics._engine import (
+    Components,
+    ItemStatistic,
+    check_bootstrap_args,
+    evaluate,
+    one_minus_ratio,
+    vanishes,
+)
 from labelgate.metrics._items import ItemView, excluded_single, view
 from labelgate.metrics.agreement import build_conger_kappa
 
@@ -81,7 +88,8 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
             delta = ordinal_distance(marg)
             within = (sums[0].reshape(-1, q, q) * delta).sum(axis=(1, 2))
             between = np.einsum("bc,bck,bk->b", marg, delta, marg)
-            return _alpha_components(within, between, marg.sum(axis=1))
+            n = marg.sum(axis=1)
+            return _alpha_components(within, between, n, n * n * delta.max(axis=(1, 2)))
 
         totals = [((counts * inv[:, None]).T @ counts).reshape(1, -1), counts.sum(axis=0)]
         return ItemStatistic(blocks=None, build_blocks=block, totals=totals, finalize=finalize_ord,
@@ -94,7 +102,8 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
     def finalize(sums: list[np.ndarray]) -> Components:
         marg = sums[1]
         between = np.einsum("bc,ck,bk->b", marg, delta, marg)
-        return _alpha_components(sums[0][:, 0], between, marg.sum(axis=1))
+        n = marg.sum(axis=1)
+        return _alpha_components(sums[0][:, 0], between, n, n * n * delta.max(initial=0.0))
 
     return ItemStatistic(blocks=[within_i[:, None], counts], finalize=finalize, n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
@@ -120,15 +129,21 @@ def _alpha_interval(v: ItemView) -> ItemStatistic:
 
     def finalize(sums: list[np.ndarray]) -> Components:
         n, t, s = sums[1][:, 0], sums[1][:, 1], sums[1][:, 2]
-        return _alpha_components(sums[0][:, 0], 2.0 * (n * s - t**2), n)
+        # n s - t^2 is a difference of two terms of size n s: on equal values it leaves a rounding residue
+        return _alpha_components(sums[0][:, 0], 2.0 * (n * s - t**2), n, 2.0 * n * s)
 
     return ItemStatistic(blocks=[within[:, None], mom], finalize=finalize, n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
 
 
-def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray) -> Components:
-    """alpha from sum_ck o_ck d_ck (within), sum_ck n_c n_k d_ck (between) and n pairable values."""
+def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray, scale: np.ndarray) -> Components:
+    """alpha from sum_ck o_ck d_ck (within), sum_ck n_c n_k d_ck (between) and n pairable values.
+
+    ``between`` vanishing relative to ``scale`` (the size of the terms it is computed from) is no expected
+    disagreement: alpha is then 0/0, NaN (docs/degenerate-input.md), whatever the units of the data.
+    """
+    between = np.where(vanishes(between, scale), 0.0, between)
     d_o = np.where(n > 0, within / np.where(n > 0, n, 1.0), np.nan)
     d_e = np.where(n > 1, between / np.where(n > 1, n * (n - 1.0), 1.0), np.nan)
     return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e, "n_pairable": np.where(n > 0, n, 0.0)}
@@ -169,7 +184,9 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
     """Janson–Olsson iota on an item axis (default: pairable items)."""
     distance = distance or _default_iota_distance(r)
     if distance == "nominal":
-        return build_conger_kappa(r, codes, weights="identity", function="janson_olsson_iota")
+        # iota keeps its own chance term: the rater marginals over the pairable items, as its interval form
+        return build_conger_kappa(r, codes, weights="identity", function="janson_olsson_iota",
+                                  marginals="pairable_items")
     v = view(r, codes)
     mom = r.centered_item_moments()[v.codes] * v.pairable[:, None]
     count, total, square = mom[:, 0], mom[:, 1], mom[:, 2]
@@ -194,7 +211,9 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
         safe = np.where(active, n_g, 1.0)
         second, first = m[:, :, 2] / safe, m[:, :, 1] / safe
         k = active.sum(axis=1).astype(np.float64)
-        between = 2.0 * (k - 1.0) * second.sum(axis=1) - 2.0 * (first.sum(axis=1) ** 2 - (first**2).sum(axis=1))
+        spread = 2.0 * (k - 1.0) * second.sum(axis=1)  # the size of the terms of the difference below
+        between = spread - 2.0 * (first.sum(axis=1) ** 2 - (first**2).sum(axis=1))
+        between = np.where(vanishes(between, spread), 0.0, between)
         d_e = np.where(k > 1, between / np.where(k > 1, k * (k - 1.0), 1.0), np.nan)
         return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e, "n_pairable": n_pair}
 
