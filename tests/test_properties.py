@@ -153,8 +153,6 @@ def test_constant_pairable_values_have_no_expected_disagreement_at_any_scale(sca
         assert est.details["d_e"] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="interval kappa_x (metrics/cross.py, outside this change) still decides "
-                                       "d_e == 0 exactly; it needs the same relative tolerance")
 def test_cross_kappa_constant_common_values_have_no_expected_disagreement_at_any_scale():
     x = lg.Ratings.from_wide(CONSTANT_PAIRABLE * 1.7156 - 5.0, level="interval")
     y = lg.Ratings.from_wide(CONSTANT_PAIRABLE[:, :1] * 1.7156 - 5.0, level="interval")

@@ -35,6 +35,7 @@ from labelgate.metrics._engine import (
     evaluate,
     one_minus_ratio,
     safe_ratio,
+    vanishes,
 )
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
@@ -155,6 +156,8 @@ def _cross_moments(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, n_ratings
     def finalize(sums: list[np.ndarray]) -> Components:
         (rr, tx, qx), (ss, ty, qy) = sums[1].T, sums[2].T
         expected = rr * qy + ss * qx - 2.0 * tx * ty
+        # a difference of sums: constant common values leave a rounding residue, not an expected disagreement
+        expected = np.where(vanishes(expected, rr * qy + ss * qx), 0.0, expected)
         return _cross_components(sums[0][:, 0], expected, rr, ss)
 
     return ItemStatistic(blocks=[observed_i[:, None], mx, my], finalize=finalize, n_items=int(cx.size),

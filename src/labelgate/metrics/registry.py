@@ -96,6 +96,9 @@ class MetricSpec:
 
 
 _WEIGHTS = ({"weights": "identity"}, {"weights": "linear"}, {"weights": "quadratic"})
+# The handbook's marginals (the default) and the variant over pairable items only, each with every weighting.
+_MARGINALS_WEIGHTS = (*_WEIGHTS, *({**w, "marginals": "pairable_items"} for w in _WEIGHTS))
+_MARGINALS = ({}, {"marginals": "pairable_items"})
 _SPA = tuple({"weighting": w} for w in ("flat", "annotations", "annotations_m1", "edges", "inv_var",
                                           "inv_var_class"))
 
@@ -104,10 +107,10 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("specific_agreement", specific_agreement, kind="per_category", chance_corrected=False),
     MetricSpec("bennett_s", bennett_s, options=_WEIGHTS),
     MetricSpec("cohen_kappa", cohen_kappa, two_raters_only=True, options=_WEIGHTS),
-    MetricSpec("conger_kappa", conger_kappa, options=_WEIGHTS),
-    MetricSpec("scott_pi", scott_pi),
-    MetricSpec("fleiss_kappa", fleiss_kappa),
-    MetricSpec("gwet_ac", gwet_ac, options=_WEIGHTS),
+    MetricSpec("conger_kappa", conger_kappa, options=_MARGINALS_WEIGHTS),
+    MetricSpec("scott_pi", scott_pi, options=_MARGINALS),
+    MetricSpec("fleiss_kappa", fleiss_kappa, options=_MARGINALS),
+    MetricSpec("gwet_ac", gwet_ac, options=_MARGINALS_WEIGHTS),
     MetricSpec("krippendorff_alpha", krippendorff_alpha),
     MetricSpec("janson_olsson_iota", janson_olsson_iota, levels=("nominal", "interval", "ratio")),
     MetricSpec("spa", spa, chance_corrected=False, options=_SPA),

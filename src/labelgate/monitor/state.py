@@ -175,10 +175,13 @@ class Parts:
         n0, n1 = s.counts[CROWD].sum(axis=1), s.counts[TRUSTED].sum(axis=1)
         if part == "spa":
             return self._spa_rows(s.counts[CROWD]), n0 >= 2, n0 * (n0 >= 2)
+        # Krippendorff's α rests on pairable items only; the handbook's Fleiss and Gwet take every rated item
+        # into their chance marginals, so every rated item is a sampling unit of their interval
+        least = 2 if self.meta.irr == "krippendorff_alpha" else 1
         if part == "irr_crowd":
-            return self._irr_rows(s, CROWD, None), n0 >= 2, n0 * (n0 >= 2)
+            return self._irr_rows(s, CROWD, None), n0 >= least, n0 * (n0 >= least)
         if part == "irr_trusted":
-            return self._irr_rows(s, TRUSTED, None), n1 >= 2, n1 * (n1 >= 2)
+            return self._irr_rows(s, TRUSTED, None), n1 >= least, n1 * (n1 >= least)
         common = (n0 > 0) & (n1 > 0)
         codes = np.flatnonzero(common)
         kx = self._kx_rows(s, codes)
