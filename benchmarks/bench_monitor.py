@@ -28,9 +28,9 @@ import pandas as pd
 from labelgate.monitor import Monitor, monitor_config_from_dict
 from labelgate.monitor import drift as D  # noqa: N812
 from labelgate.monitor import windows as W  # noqa: N812
-from labelgate.pipeline.config import ChangeDetector, Drift
 from labelgate.monitor.state import Meta
 from labelgate.monitor.streams import stream
+from labelgate.pipeline.config import ChangeDetector, Drift
 from labelgate.pipeline.synth import distinct_draws
 
 LABELS = np.asarray(["neg", "neu", "pos"], dtype=object)

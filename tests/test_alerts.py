@@ -117,11 +117,14 @@ def test_dead_receiver_fails_after_the_retries_without_raising(monkeypatch):
 
 def test_dead_receiver_does_not_change_the_stored_decision(tmp_path, monkeypatch):
     store = ResultsStore(f"sqlite:///{tmp_path / 'r.db'}")
-    rec = store.save(GateRecord(batch_id="b", batch_hash="h", config_hash="c", decision="REJECT",
-                                reasons=["kappa too low"]))
+    from labelgate.pipeline.alert_ledger import record
+    from labelgate.pipeline.store import gate_alert_key
+
+    rec = store.append(GateRecord(batch_id="b", batch_hash="h", config_hash="c", decision="REJECT",
+                                  reasons=["kappa too low"]))
     monkeypatch.setenv("LG_TEST_HOOK", f"http://127.0.0.1:{_dead_port()}/x")
     out = deliver("REJECT", rec.to_dict(), _webhook_config(retries=1), backoff_seconds=0.01)
-    store.record_alerts(rec.run_id, out)
+    record(store.engine, gate_alert_key(rec.run_id), "REJECT", out)
     got = store.get(rec.run_id)
     assert got.decision == "REJECT" and got.reasons == ["kappa too low"]
     assert got.alerts[0]["ok"] is False and got.alerts[0]["attempts"] == 2
@@ -335,7 +338,7 @@ def test_real_slack_url_is_accepted_and_gets_the_timeout():
 
 
 def test_the_ledger_sends_each_key_once_per_channel_and_retries_failures(tmp_path, monkeypatch):
-    from labelgate.pipeline.alert_ledger import delivered_channels, deliver_once
+    from labelgate.pipeline.alert_ledger import deliver_once, delivered_channels
     from labelgate.pipeline.database import make_engine
     from labelgate.pipeline.migrations import migrate
 

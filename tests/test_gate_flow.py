@@ -120,13 +120,15 @@ def test_error_on_a_malformed_config(tmp_path, data):
     config.write_text("gates:\n  - type: normalized_cross_kappa\n    min_valu: 0.8\n", encoding="utf-8")
     result = run_gate_flow(str(config), batch=str(data["good"][0]), trusted=str(data["good"][1]))
     assert result["decision"] == "ERROR"
-    assert result["reasons"] == [f"config: {config}: gates[0].min_valu: unknown key."]
+    assert result["reasons"][0] == f"config: {config}: gates[0].min_valu: unknown key."
+    # no configuration, no store: the ERROR says that it could not be recorded
+    assert result["reasons"][1:] == ["the ERROR could not be recorded: the results store was not reached"]
 
 
 STEPS = {"load": (gate_steps, "load"), "validate": (gate_steps, "prepare"), "align": (gate_steps, "coverage"),
          "measure": (measure_step, "measure"), "diagnose": (diagnose_step, "diagnose"),
          "decide": (gate_steps, "decide_batch"),
-         "publish": (flow_module, "write_gate_report"), "persist": (ResultsStore, "save")}
+         "publish": (flow_module, "write_gate_report"), "persist": (ResultsStore, "append")}
 
 
 @pytest.mark.parametrize("step", list(STEPS))
@@ -143,19 +145,22 @@ def test_an_exception_in_any_step_ends_in_error_never_accept(tmp_path, data, mon
     assert any(f"injected failure in {step}" in r for r in result["reasons"])
 
 
-def test_rerun_is_idempotent_and_force_recomputes(tmp_path, data):
+def test_rerun_is_recorded_without_recomputing_and_force_adds_history(tmp_path, data):
     first = run(tmp_path, *data["good"])
     again = run(tmp_path, *data["good"])
-    assert again["reused"] and again["run_id"] == first["run_id"] and again["decision"] == first["decision"]
+    assert again["reused"] and again["reused_from"] == first["run_id"] and again["decision"] == first["decision"]
+    assert again["run_id"] != first["run_id"] and "measure" not in again["timing"]
     forced = run(tmp_path, *data["good"], force=True)
-    assert not forced["reused"] and forced["run_id"] != first["run_id"]
+    assert not forced["reused"] and forced["run_id"] not in (first["run_id"], again["run_id"])
     store = ResultsStore(f"sqlite:///{(tmp_path / 'results.db').as_posix()}")
     runs = store.list_runs()
-    assert [r.run_id for r in runs] == [forced["run_id"]]
+    assert [r.run_id for r in runs] == [forced["run_id"], again["run_id"], first["run_id"]]  # nothing replaced
     record = runs[0]
+    assert store.current(record.batch_id).run_id == forced["run_id"]
     assert record.decision == "ACCEPT" and record.metrics["label"]["normalized_cross_kappa"]["ci_low"] is not None
     assert {"load", "validate", "measure", "publish"} <= set(record.timing)
     assert record.reports["html"].endswith("report.html")
+    assert Path(record.reports["html"]).parent.name.endswith(forced["run_id"])  # one folder per run
 
 
 def test_a_crash_after_measuring_stores_only_the_complete_error_record(tmp_path, data, monkeypatch):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from sqlalchemy import inspect, text
 
+from labelgate.pipeline import migrations
 from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import make_engine
 from labelgate.pipeline.migrations import SCHEMA_VERSION, migrate, schema_version
+from labelgate.pipeline.store import ResultsStore, inputs_digest
 
 _LEGACY_ALERTS = """CREATE TABLE labelgate_monitor_alerts (
     monitor VARCHAR(100) NOT NULL, dedupe_key VARCHAR(200) NOT NULL, channel VARCHAR(200) NOT NULL,
@@ -31,7 +33,10 @@ def test_a_database_of_an_earlier_release_is_adopted(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'old.sqlite'}")
     with engine.begin() as conn:  # the earlier release: runs on chain 1, the monitor on its own chain
         t.schema_version_table.create(conn)
-        t.runs_table.create(conn)
+        migrations._runs_v1().create(conn)
+        conn.execute(text(
+            "INSERT INTO labelgate_runs VALUES ('r-old', 'b1', 'bh', 'ch', 'ACCEPT', '[]', '{}', '{}', '{}', '{}', "
+            "'{}', '[]', '2026-11-01 09:00:00', NULL)"))
         conn.execute(text("INSERT INTO labelgate_schema_version VALUES (1, 'runs', '2026-11-01 00:00:00')"))
         conn.execute(text("CREATE TABLE labelgate_monitor_schema (version INTEGER PRIMARY KEY, "
                           "description VARCHAR(200) NOT NULL, applied_at DATETIME NOT NULL)"))
@@ -54,4 +59,9 @@ def test_a_database_of_an_earlier_release_is_adopted(tmp_path):
         ("labelgate-monitor:m:e1:close", "webhook:HOOK", "DRIFT_CLOSED", 0, 3, "HTTP 503"),
         ("labelgate-monitor:m:e1:open", "webhook:HOOK", "DRIFT_OPEN", 1, 2, None),
     ]
+    store = ResultsStore(f"sqlite:///{tmp_path / 'old.sqlite'}")
+    old = store.get("r-old")  # the earlier release's record is kept, under a digest no new run produces
+    assert old.decision == "ACCEPT" and old.batch_id == "b1" and old.inputs_digest == "v1:bh:ch"
+    assert store.current("b1").run_id == "r-old"
+    assert store.find(inputs_digest("bh", None, "ch")) is None
     assert migrate(engine) == SCHEMA_VERSION  # idempotent afterwards

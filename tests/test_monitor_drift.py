@@ -12,9 +12,9 @@ import pytest
 from labelgate.monitor import Monitor, history, monitor_config_from_dict
 from labelgate.monitor import drift as D  # noqa: N812
 from labelgate.monitor import windows as W  # noqa: N812
-from labelgate.pipeline.config import ChangeDetector, Drift
 from labelgate.monitor.state import Meta
 from labelgate.monitor.streams import stream, write_deliveries
+from labelgate.pipeline.config import ChangeDetector, Drift
 
 META = Meta("nominal", ["neg", "neu", "pos"], None)
 CODES = {c: i for i, c in enumerate(META.categories)}

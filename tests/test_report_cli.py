@@ -35,7 +35,7 @@ def store_config(tmp_path: Path) -> Path:
     store = ResultsStore(f"sqlite:///{db.as_posix()}")
     for k, decision in enumerate(["ACCEPT", "REJECT", "ERROR", "REVIEW"]):
         summary = gate_summary("ACCEPT" if decision == "ERROR" else decision, n_questions=2)
-        store.save(GateRecord(
+        store.append(GateRecord(
             batch_id=f"batch-{k} {HOSTILE_RATER}", batch_hash=f"h{k}", config_hash="c", decision=decision,
             reasons=summary["reasons"] if decision != "ERROR" else ["load: InputError: no file"],
             metrics=summary["metrics"] if decision != "ERROR" else {}, coverage=summary["coverage"],

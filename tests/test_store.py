@@ -1,4 +1,4 @@
-"""Results store: round trip, idempotency key, --force, transactions, concurrency, migrations."""
+"""The audit log: round trip, append-only records keyed by the inputs digest, history, transactions, concurrency."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.exc import IntegrityError
 
 from labelgate.core.estimate import Estimate
 from labelgate.errors import ParameterError
-from labelgate.pipeline.store import SCHEMA_VERSION, GateRecord, ResultsStore, StoreError
+from labelgate.pipeline.store import SCHEMA_VERSION, GateRecord, ResultsStore, StoreError, inputs_digest
 from labelgate.pipeline.tables import metadata
 
 
@@ -80,10 +79,14 @@ def _count_rows(url: str) -> int:
     return _sql(url, "SELECT count(*) FROM labelgate_runs")[0][0]
 
 
+def _digest(batch_hash: str = "bh1", config_hash: str = "ch1", trusted_hash: str | None = None) -> str:
+    return inputs_digest(batch_hash, trusted_hash, config_hash)
+
+
 def test_round_trip_keeps_every_field(db_url):
     store = ResultsStore(db_url)
-    rec = _record()
-    saved = store.save(rec)
+    rec = _record(trusted_hash="th1")
+    saved = store.append(rec)
     assert saved.to_dict() == rec.to_dict()
     # a fresh store on the same file reads back the same complete record
     again = ResultsStore(db_url).get(rec.run_id)
@@ -92,6 +95,7 @@ def test_round_trip_keeps_every_field(db_url):
     assert again.created_at == rec.created_at and again.created_at.tzinfo is not None
     assert again.metrics["label"]["normalized_cross_kappa"]["ci_low"] == 0.30
     assert again.reports["data_docs"] == "file:///tmp/docs/index.html"
+    assert again.inputs_digest == _digest(trusted_hash="th1") and again.labelgate_version
 
 
 def test_sqlite_parent_directories_are_created(tmp_path):
@@ -100,49 +104,55 @@ def test_sqlite_parent_directories_are_created(tmp_path):
     assert path.is_file()
 
 
-def test_find_is_idempotent_and_save_without_replace_keeps_the_first(db_url):
+def test_the_digest_covers_every_input():
+    base = _digest(trusted_hash="t")
+    assert base == _digest(trusted_hash="t")
+    assert len({base, _digest(trusted_hash="t2"), _digest(batch_hash="b2", trusted_hash="t"),
+                _digest(config_hash="c2", trusted_hash="t"), _digest()}) == 5
+
+
+def test_find_serves_the_latest_computed_decision_of_the_same_inputs_only(db_url):
     store = ResultsStore(db_url)
-    assert store.find("bh1", "ch1") is None
-    first = store.save(_record("REJECT"))
-    assert store.find("bh1", "ch1").run_id == first.run_id
-    second = store.save(_record("ACCEPT"))  # same key, new run: the stored record wins
-    assert second.run_id == first.run_id and second.decision == "REJECT"
-    assert _count_rows(db_url) == 1
-    # another config or another batch content is another key
-    store.save(_record("ACCEPT", config_hash="ch2"))
-    store.save(_record("ACCEPT", batch_hash="bh2"))
-    assert _count_rows(db_url) == 3
-    assert store.find("bh1", "ch2").decision == "ACCEPT"
+    assert store.find(_digest()) is None
+    first = store.append(_record("REJECT", created_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    assert store.find(_digest()).run_id == first.run_id
+    # another trusted replication, config or batch content is another key
+    assert store.find(_digest(trusted_hash="other")) is None
+    assert store.find(_digest(config_hash="ch2")) is None
+    # an ERROR is never served, nor a record that itself reused a decision
+    store.append(_record("ERROR", created_at=datetime(2026, 1, 2, tzinfo=UTC)))
+    store.append(_record("ACCEPT", reused_from="someone", created_at=datetime(2026, 1, 3, tzinfo=UTC)))
+    assert store.find(_digest()).run_id == first.run_id
+    forced = store.append(_record("ACCEPT", reasons=[], created_at=datetime(2026, 1, 4, tzinfo=UTC)))
+    assert store.find(_digest()).run_id == forced.run_id  # a later computation supersedes
+    assert _count_rows(db_url) == 4  # nothing was replaced
 
 
-def test_replace_true_replaces_the_record_for_the_key(db_url):
+def test_history_is_kept_and_the_latest_record_of_a_batch_is_current(db_url):
     store = ResultsStore(db_url)
-    first = store.save(_record("REJECT"))
-    forced = store.save(_record("ACCEPT", reasons=[]), replace=True)
-    assert forced.run_id != first.run_id
-    assert store.get(first.run_id) is None
-    stored = store.find("bh1", "ch1")
-    assert stored.run_id == forced.run_id and stored.decision == "ACCEPT" and stored.reasons == []
-    assert _count_rows(db_url) == 1
-    # replace on a fresh key is a plain insert
-    store.save(_record("REVIEW", batch_hash="new"), replace=True)
-    assert _count_rows(db_url) == 2
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    first = store.append(_record("REJECT", created_at=t0))
+    store.append(_record("ERROR", created_at=t0 + timedelta(hours=1)))  # a failed rerun: beside, not instead
+    assert store.get(first.run_id).decision == "REJECT"
+    assert store.current("batch-0007").decision == "ERROR"
+    forced = store.append(_record("ACCEPT", created_at=t0 + timedelta(hours=2)))
+    assert store.current("batch-0007").run_id == forced.run_id
+    assert [r.decision for r in store.list_runs(batch_id="batch-0007")] == ["ACCEPT", "ERROR", "REJECT"]
+    assert store.current("unknown") is None
 
 
-def test_concurrent_duplicate_inserts_give_one_record(db_url):
+def test_concurrent_appends_each_leave_a_record(db_url):
     url = db_url
     ResultsStore(url).migrate()
     n = 6
     barrier = threading.Barrier(n)
-    results: list[GateRecord] = []
     errors: list[BaseException] = []
 
     def worker(i: int) -> None:
         store = ResultsStore(url)  # one store (engine) per "process"
-        rec = _record("REJECT", reasons=[f"worker {i}"])
         try:
             barrier.wait()
-            results.append(store.save(rec))
+            store.append(_record("REJECT", batch_id=f"conc{i}"))
         except BaseException as exc:
             errors.append(exc)
 
@@ -152,33 +162,29 @@ def test_concurrent_duplicate_inserts_give_one_record(db_url):
     for t in threads:
         t.join()
     assert errors == []
-    assert len(results) == n
-    assert len({r.run_id for r in results}) == 1  # every worker got the one stored record
-    assert _count_rows(url) == 1
+    assert _count_rows(url) == n
+    assert {r.batch_id for r in ResultsStore(url).list_runs(None)} == {f"conc{i}" for i in range(n)}
 
 
-def test_concurrent_duplicates_through_one_shared_store(db_url):
-    # threads sharing one ResultsStore also race on the lazy migration
+def test_threads_sharing_one_store_race_on_the_lazy_migration(db_url):
     store = ResultsStore(db_url)
     barrier = threading.Barrier(4)
-    results: list[GateRecord] = []
 
     def worker() -> None:
         barrier.wait()
-        results.append(store.save(_record()))
+        store.append(_record())
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(results) == 4 and len({r.run_id for r in results}) == 1
-    assert len(store.list_runs()) == 1
+    assert len(store.list_runs()) == 4
 
 
-def test_injected_crash_inside_save_leaves_no_row(db_url, monkeypatch):
+def test_injected_crash_inside_append_leaves_no_row_and_keeps_the_earlier_ones(db_url, monkeypatch):
     store = ResultsStore(db_url)
-    store.migrate()
+    old = store.append(_record("REJECT"))
     real_insert = ResultsStore._insert
 
     def insert_then_crash(self, conn, row):
@@ -187,33 +193,16 @@ def test_injected_crash_inside_save_leaves_no_row(db_url, monkeypatch):
 
     monkeypatch.setattr(ResultsStore, "_insert", insert_then_crash)
     with pytest.raises(RuntimeError, match="injected crash"):
-        store.save(_record())
-    assert _count_rows(db_url) == 0
-    assert store.find("bh1", "ch1") is None
-
-
-def test_injected_crash_during_forced_replace_keeps_the_old_record(db_url, monkeypatch):
-    store = ResultsStore(db_url)
-    old = store.save(_record("REJECT"))
-    real_insert = ResultsStore._insert
-
-    def insert_then_crash(self, conn, row):
-        real_insert(self, conn, row)
-        raise RuntimeError("injected crash before commit")
-
-    monkeypatch.setattr(ResultsStore, "_insert", insert_then_crash)
-    with pytest.raises(RuntimeError):
-        store.save(_record("ACCEPT"), replace=True)
-    kept = store.find("bh1", "ch1")
-    assert kept is not None and kept.run_id == old.run_id and kept.decision == "REJECT"
+        store.append(_record("ACCEPT"))
     assert _count_rows(db_url) == 1
+    assert store.find(_digest()).run_id == old.run_id
 
 
 def test_unserialisable_value_fails_before_any_write(db_url):
     store = ResultsStore(db_url)
     store.migrate()
     with pytest.raises(ParameterError, match=r"metrics\.label\.x"):
-        store.save(_record(metrics={"label": {"x": object()}}))
+        store.append(_record(metrics={"label": {"x": object()}}))
     assert _count_rows(db_url) == 0
 
 
@@ -221,7 +210,7 @@ def test_migrate_twice_is_a_noop(db_url):
     store = ResultsStore(db_url, auto_migrate=False)
     assert store.schema_version() == 0
     assert store.migrate() == SCHEMA_VERSION
-    store.save(_record())
+    store.append(_record())
     assert store.migrate() == SCHEMA_VERSION
     assert ResultsStore(db_url).migrate() == SCHEMA_VERSION
     assert _sql(db_url, "SELECT version FROM labelgate_schema_version ORDER BY version") == [
@@ -259,7 +248,7 @@ def test_nan_and_numpy_values_are_stored_as_json(db_url):
                                                "ci_high": np.float32(0.5), "n_items": np.int64(12)},
                                      "alpha": est}},
                   timing={"metrics": np.float64(1.25)})
-    store.save(rec)
+    store.append(rec)
     got = store.get(rec.run_id)
     assert got.metrics["label"]["kappa"] == {"value": None, "ci_low": None, "ci_high": 0.5, "n_items": 12}
     assert got.metrics["label"]["alpha"]["value"] is None
@@ -270,52 +259,47 @@ def test_nan_and_numpy_values_are_stored_as_json(db_url):
     assert json.loads(raw)["label"]["kappa"]["value"] is None  # valid JSON with null
 
 
-def test_record_alerts_appends_and_keeps_the_decision(db_url):
+def test_alerts_of_a_record_are_read_from_the_ledger(db_url):
+    from labelgate.pipeline.alert_ledger import record
+    from labelgate.pipeline.store import gate_alert_key
+
     store = ResultsStore(db_url)
-    rec = store.save(_record("REJECT"))
+    rec = store.append(_record("REJECT"))
+    reused = store.append(_record("REJECT", reused_from=rec.run_id, batch_id="again"))
     outcome = {"channel": "webhook:HOOK", "ok": False, "attempts": 3, "error": "ConnectError", "sent_at": None}
-    updated = store.record_alerts(rec.run_id, [outcome])
-    assert updated.alerts == [outcome] and updated.decision == "REJECT"
-    store.record_alerts(rec.run_id, [dict(outcome, ok=True, attempts=1, error=None)])
+    record(store.engine, gate_alert_key(rec.run_id), "REJECT", [outcome])
     got = store.get(rec.run_id)
-    assert [a["ok"] for a in got.alerts] == [False, True]
+    assert [(a["channel"], a["ok"], a["attempts"]) for a in got.alerts] == [("webhook:HOOK", False, 3)]
     assert got.decision == "REJECT" and got.reasons == rec.reasons
-    with pytest.raises(StoreError, match="No gate run"):
-        store.record_alerts("no-such-run", [outcome])
+    # the request that received the decision shows the deciding run's deliveries
+    assert store.get(reused.run_id).alerts == got.alerts
 
 
 def test_list_runs_newest_first_and_filter(db_url):
     store = ResultsStore(db_url)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     for i in range(5):
-        store.save(_record(batch_hash=f"h{i}", batch_id=f"b{i % 2}", created_at=t0 + timedelta(hours=i)))
+        store.append(_record("ACCEPT" if i % 2 else "REJECT", batch_hash=f"h{i}", batch_id=f"b{i % 2}",
+                             created_at=t0 + timedelta(hours=i)))
     runs = store.list_runs(limit=3)
     assert [r.batch_hash for r in runs] == ["h4", "h3", "h2"]
     assert [r.batch_hash for r in store.list_runs(batch_id="b1")] == ["h3", "h1"]
+    assert [r.batch_hash for r in store.list_runs(since=t0 + timedelta(hours=3))] == ["h4", "h3"]
+    assert [r.batch_hash for r in store.list_runs(None, decision="REJECT")] == ["h4", "h2", "h0"]
     with pytest.raises(ParameterError):
         store.list_runs(limit=0)
+    with pytest.raises(ParameterError, match="decision"):
+        store.list_runs(decision="MAYBE")
 
 
-def test_run_id_collision_on_another_key_is_not_swallowed(db_url):
+def test_a_run_id_is_never_recorded_twice(db_url):
     store = ResultsStore(db_url)
-    rec = store.save(_record())
-    other = store.save(_record(batch_hash="other"))
-    with pytest.raises(IntegrityError):
-        store.save(_record(batch_hash="third", run_id=rec.run_id))
-    # --force with a run_id of another batch must not delete anything
-    with pytest.raises(IntegrityError):
-        store.save(_record("ACCEPT", batch_hash="other", run_id=rec.run_id), replace=True)
-    assert store.get(rec.run_id).batch_hash == "bh1"
-    assert store.find("other", "ch1").run_id == other.run_id
-    assert _count_rows(db_url) == 2
-
-
-def test_saving_the_same_record_twice_is_idempotent(db_url):
-    store = ResultsStore(db_url)
-    rec = _record()
-    assert store.save(rec).run_id == rec.run_id
-    assert store.save(rec).to_dict() == rec.to_dict()
-    assert store.save(rec, replace=True).to_dict() == rec.to_dict()
+    rec = store.append(_record())
+    with pytest.raises(StoreError, match="never replaced"):
+        store.append(_record("ACCEPT", batch_hash="third", run_id=rec.run_id))
+    with pytest.raises(StoreError, match="never replaced"):
+        store.append(rec)
+    assert store.get(rec.run_id).batch_hash == "bh1" and store.get(rec.run_id).decision == "REJECT"
     assert _count_rows(db_url) == 1
 
 
@@ -342,16 +326,15 @@ def test_from_config_reads_the_url_from_the_environment(tmp_path, monkeypatch):
 
 def test_in_memory_store_works():
     store = ResultsStore("sqlite://")
-    rec = store.save(_record())
+    rec = store.append(_record())
     assert store.get(rec.run_id).decision == "REJECT"
 
 
 def test_concurrent_first_runs_on_a_new_database(db_url):
-    # several gate runs start at once on a database without tables yet: each migrates, one record results
+    # several gate runs start at once on a database without tables yet: each migrates and appends its record
     url = db_url
     n = 5
     barrier = threading.Barrier(n)
-    results: list[GateRecord] = []
     errors: list[BaseException] = []
 
     def worker(i: int) -> None:
@@ -361,7 +344,7 @@ def test_concurrent_first_runs_on_a_new_database(db_url):
             store.engine.connect().close()  # connect first: the race must be on the DDL, not on connecting
             barrier.wait()
             store.migrate()
-            results.append(store.save(record))
+            store.append(record)
         except BaseException as exc:
             errors.append(exc)
 
@@ -371,36 +354,5 @@ def test_concurrent_first_runs_on_a_new_database(db_url):
     for t in threads:
         t.join()
     assert errors == []
-    assert len({r.run_id for r in results}) == 1 and len(results) == n
-    assert _count_rows(url) == 1
+    assert _count_rows(url) == n
     assert ResultsStore(url).schema_version() == SCHEMA_VERSION
-
-
-def test_concurrent_forced_reruns_leave_one_record(db_url):
-    # two --force reruns of the same batch at once: both succeed, one record remains (the last committed)
-    ResultsStore(db_url).migrate()
-    ResultsStore(db_url).save(_record("REJECT"))
-    n = 4
-    barrier = threading.Barrier(n)
-    results: list[GateRecord] = []
-    errors: list[BaseException] = []
-
-    def worker(i: int) -> None:
-        try:
-            store = ResultsStore(db_url)
-            record = _record("ACCEPT", reasons=[f"worker {i}"])
-            store.engine.connect().close()
-            barrier.wait()
-            results.append(store.save(record, replace=True))
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert _count_rows(db_url) == 1
-    stored = ResultsStore(db_url).find("bh1", "ch1")
-    assert stored.decision == "ACCEPT" and stored.run_id in {r.run_id for r in results}

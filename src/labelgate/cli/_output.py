@@ -33,3 +33,10 @@ def fail(error: BaseException, hint: str) -> typer.Exit:
 def num(value: Any) -> str:
     """A number with three decimals, or an em dash for a missing or non-numeric value."""
     return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
+
+
+def safe(value: Any) -> str:
+    """Text from the data (batch ids, question names, reasons) made safe for a terminal: one line, no control
+    characters, so that a value can never forge lines of the output or drive the terminal."""
+    text = "" if value is None else str(value)
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from labelgate.cli._output import Debug, fail, first_line, num
+from labelgate.cli._output import Debug, fail, first_line, num, safe
 from labelgate.gate.decision import EXIT_CODES
 
 if TYPE_CHECKING:
@@ -105,30 +105,33 @@ def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | N
                       hooks=Hooks(publish=write_gate_report))
         return summary, (exc, "check the input files and the column names in the configuration")
     if not force:
-        stored = _stored_decision(cfg, batch, trusted_path)
+        stored = _stored_decision(cfg, batch, trusted_path, batch_id)
         if stored is not None:
             return stored, None
     with _status("Gating the batch (first start of the local Prefect API takes a few seconds)", progress):
         _quiet_loggers()
-        from labelgate.flows.gate import run_gate_flow
+        try:
+            from labelgate.flows.api import require_api
+            from labelgate.flows.gate import run_gate_flow
 
-        return run_gate_flow(cfg, batch=str(batch), trusted=trusted_path, batch_id=batch_id, force=force), None
+            require_api()
+            return run_gate_flow(cfg, batch=str(batch), trusted=trusted_path, batch_id=batch_id, force=force), None
+        except Exception as exc:  # an orchestration fault is an ERROR, recorded, never a quality verdict
+            from labelgate.gate.runner import failed_batch
+
+            job = {"batch": str(batch), "trusted": trusted_path, "batch_id": batch_id}
+            return failed_batch(cfg, job, exc, "prefect"), (
+                exc, "check PREFECT_API_URL and that the Prefect server runs (unset it to use a local API)")
 
 
-def _stored_decision(cfg: Any, batch: Path, trusted: str | None) -> dict[str, Any] | None:
-    """The stored summary of this batch content under this configuration, or None (then the gate runs)."""
-    from labelgate.pipeline.sources import content_hash, load_pools
-    from labelgate.pipeline.store import ResultsStore, record_summary
+def _stored_decision(cfg: Any, batch: Path, trusted: str | None, batch_id: str | None) -> dict[str, Any] | None:
+    """The decision already taken for these inputs, recorded for this request (or None: then the gate runs)."""
+    from labelgate.gate.audit import stored_decision
 
     try:
-        crowd, _ = load_pools(cfg, batch, trusted)
-        store = ResultsStore.from_config(cfg.store, auto_migrate=False)
-        record = store.find(content_hash(crowd), cfg.digest())
-    except Exception:  # no store yet, or a load problem: the full run reports it properly
+        return stored_decision(cfg, batch, trusted, batch_id=batch_id)
+    except Exception:  # no store yet, or a load problem: the full run reports (and records) it properly
         return None
-    if record is None or record.decision == "ERROR":
-        return None
-    return {**record_summary(record), "reused": True}
 
 
 def _quiet_loggers() -> None:
@@ -150,29 +153,32 @@ def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
             "reasons": summary.get("reasons", []), "warnings": summary.get("warnings", []),
             "coverage": summary.get("coverage", {}), "metrics": metrics, "report": summary.get("report"),
             "run_id": summary.get("run_id"), "reused": summary.get("reused", False),
+            "reused_from": summary.get("reused_from"), "inputs_digest": summary.get("inputs_digest"),
             "alerts": summary.get("alerts", [])}
 
 
 def gate_text(summary: dict[str, Any]) -> str:
     """A readable summary of a gate run."""
-    lines = [f"{summary.get('decision')}  batch {summary.get('batch_id')}"
+    lines = [f"{summary.get('decision')}  batch {safe(summary.get('batch_id'))}"
              + ("  (stored decision reused; --force recomputes)" if summary.get("reused") else "")]
+    run = f"  run: {summary.get('run_id')}"
+    lines.append(run + (f" (the decision of run {summary['reused_from']})" if summary.get("reused_from") else ""))
     for reason in summary.get("reasons") or []:
-        lines.append(f"  reason: {reason}")
+        lines.append(f"  reason: {safe(reason)}")
     for warning in summary.get("warnings") or []:
-        lines.append(f"  warning: {warning}")
+        lines.append(f"  warning: {safe(warning)}")
     coverage = summary.get("coverage") or {}
     if coverage:
         lines.append(f"  coverage: {coverage.get('common_items')} of {coverage.get('batch_items')} batch items are "
                      f"in the trusted replication ({num(coverage.get('coverage'))})")
     for question, rows in (summary.get("metrics") or {}).items():
-        lines.append(f"  [{question}]")
+        lines.append(f"  [{safe(question)}]")
         for name, row in rows.items():
             verdict = f"  {row['verdict']}" if row.get("verdict") else ""
-            lines.append(f"    {name:<26} {num(row.get('value'))}  [{num(row.get('ci_low'))}, "
+            lines.append(f"    {safe(name):<26} {num(row.get('value'))}  [{num(row.get('ci_low'))}, "
                          f"{num(row.get('ci_high'))}]{verdict}")
     for outcome in summary.get("alerts") or []:
-        lines.append(f"  alert {outcome.get('channel')}: {'sent' if outcome.get('ok') else outcome.get('error')}")
+        lines.append(f"  alert {outcome.get('channel')}: {'sent' if outcome.get('ok') else safe(outcome.get('error'))}")
     if summary.get("report"):
         lines.append(f"  report: {summary['report']}")
     return "\n".join(lines)
@@ -311,10 +317,12 @@ def demo(
 
 def _register_plugins() -> None:
     """Commands that live next to their feature (reports, monitoring)."""
+    from labelgate.cli.audit import register as register_audit
     from labelgate.cli.monitor import register as register_monitor
     from labelgate.cli.report import register as register_report
 
     register_monitor(app)
+    register_audit(app)
     register_report(app)
 
 

@@ -14,14 +14,19 @@ Orchestrators add to a run, never change its logic, through :class:`Hooks`: the 
 (:mod:`labelgate.flows.gate`) run each step as a Prefect task, write Prefect artifacts and fan questions out on Dask;
 the CLI and the flows pass the HTML report writer (reporting is a layer above the gate).
 
-Concurrent runs: a run holds the lock of its ``(batch_hash, config_hash)`` key (:mod:`labelgate.pipeline.run_lock`)
-from the store look-up to the stored record, so the same batch gated twice at once is computed once.
+Every request appends one record to the audit log (:mod:`labelgate.pipeline.store`), keyed by the digest of all its
+inputs: a request whose inputs were decided before receives that decision in a record of its own, without
+recomputation (``force`` recomputes and appends); a failure appends an ERROR record beside the earlier ones. Concurrent
+runs: a run holds the lock of its inputs digest (:mod:`labelgate.pipeline.run_lock`) from the look-up to its record,
+so identical inputs gated at once are computed once. Alerts go through the alert ledger under the deciding run's id:
+an alert that could not be delivered is sent again by the next request for the batch, and never twice.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -29,12 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from labelgate.gate import alerting, steps
 from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
-from labelgate.gate import steps
-from labelgate.pipeline import alerts
-from labelgate.pipeline import sources as io
-from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
+from labelgate.gate.audit import as_config, default_batch_id, digest_of, reuse
+from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
 from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
 
@@ -89,7 +93,8 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     batch_id : str, optional
         Name of the batch in the store and the reports (default: the batch file's stem).
     force : bool, default False
-        Recompute even when this batch content was gated with this configuration before.
+        Recompute even when these inputs (batch, trusted replication, configuration, LabelGate version) were decided
+        before; the new record supersedes the earlier ones of the batch id, which are kept.
     hooks : Hooks, optional
         Orchestration and reports (see :class:`Hooks`).
 
@@ -97,8 +102,9 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     -------
     dict
         ``decision`` (ACCEPT / REJECT / REVIEW / ERROR), ``batch_id``, ``reasons``, ``warnings``, ``coverage``,
-        ``metrics``, ``validation``, ``reports``, ``report``, ``alerts``, ``run_id``, ``reused`` and the hashes;
-        ``error_step`` on ERROR. Never raises for a failure of the gate itself: that is an ERROR decision.
+        ``metrics``, ``validation``, ``reports``, ``report``, ``alerts``, ``run_id``, ``reused`` (and
+        ``reused_from``: the run whose decision was served), ``inputs_digest`` and the hashes; ``error_step`` on
+        ERROR. Never raises for a failure of the gate itself: that is an ERROR decision.
     """
     hooks = hooks or Hooks()
     started = datetime.now(UTC)
@@ -107,25 +113,23 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
         state["locks"] = locks
         try:
-            summary, reused = _run(config, batch, trusted, force, state, timing, hooks)
+            summary = _run(config, batch, trusted, force, state, timing, hooks)
         except Exception as exc:  # fail closed: every failure ends as ERROR, never ACCEPT
             hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
-            summary, reused = error_summary(state, exc, started, timing, hooks.publish), False
-    if not reused:
-        summary["alerts"] = _alert(state, summary, hooks.logger)
-    summary["reused"] = reused
+            summary = error_summary(state, exc, started, timing, hooks.publish)
+    summary["alerts"] = alerting.alert_run(state["store"], state["cfg"], summary, hooks.logger)
     hooks.logger.info("decision %s for batch %s", summary["decision"], summary["batch_id"])
     return summary
 
 
 def new_state(batch_id: str | None, batch: str | None) -> dict[str, Any]:
     """What a run knows so far (its ERROR record is built from this)."""
-    return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "batch_hash": None,
-            "config_hash": None, "store": None, "cfg": None, "locks": None}
+    return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "run_id": str(uuid.uuid4()),
+            "batch_hash": None, "trusted_hash": None, "config_hash": None, "store": None, "cfg": None, "locks": None}
 
 
 def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, Any], timing: dict[str, float],
-         hooks: Hooks) -> tuple[dict[str, Any], bool]:
+         hooks: Hooks) -> dict[str, Any]:
     started = datetime.now(UTC)
     call = hooks.step
     cfg = as_config(config)
@@ -135,15 +139,15 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     state["store"] = store
     state["step"] = "load"
     crowd, trusted_df = timed(timing, "load", lambda: call("load", steps.load, cfg, batch, trusted))
-    state["batch_hash"] = batch_hash = io.content_hash(crowd)
+    state["batch_hash"], state["trusted_hash"], digest = digest_of(cfg, crowd, trusted_df)
     state["step"] = "lock"
-    state["locks"].enter_context(run_lock(store, batch_hash, state["config_hash"]))
-    previous = store.find(batch_hash, state["config_hash"])
-    if previous is not None and previous.decision != "ERROR" and not force:
-        hooks.logger.info("batch content already gated with this configuration (run %s): reusing its decision",
-                          previous.run_id)
-        return record_summary(previous), True
-    out = steps.run_directory(cfg, state["batch_id"], batch_hash)
+    state["locks"].enter_context(run_lock(store, digest))
+    previous = None if force else store.find(digest)
+    if previous is not None:
+        hooks.logger.info("these inputs were decided by run %s: recording its decision for batch %s",
+                          previous.run_id, state["batch_id"])
+        return record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started))
+    out = steps.run_directory(cfg, state["batch_id"], state["run_id"])
     state["step"] = "validate"
     prepared = timed(timing, "validate", lambda: call("validate", steps.prepare, cfg, crowd, trusted_df, out))
     steps.require_rows(prepared.crowd, "batch")
@@ -165,7 +169,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     metrics = {q: {**rows, **diagnosed["metrics"].get(q, {})} for q, rows in measured.metrics.items()}
     state["step"] = "decide"
     decision = steps.decide_batch(prepared, coverage_problems, measured)
-    record = GateRecord(batch_id=state["batch_id"], batch_hash=batch_hash, config_hash=state["config_hash"],
+    record = GateRecord(batch_id=state["batch_id"], batch_hash=state["batch_hash"], config_hash=state["config_hash"],
+                        trusted_hash=state["trusted_hash"], run_id=state["run_id"],
                         decision=decision.decision, reasons=decision.reasons, metrics=metrics,
                         coverage=coverage, validation=prepared.summary, timing=timing, created_at=started,
                         reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
@@ -182,20 +187,9 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         hooks.on_summary(summary)
     state["step"] = "persist"
     record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
-    stored = timed(timing, "persist", lambda: store.save(record, replace=previous is not None))
-    # a concurrent run of the same batch stored its record first: report that one, and do not alert twice
-    concurrent = stored.run_id != record.run_id
+    stored = timed(timing, "persist", lambda: store.append(record))
     return {**record_summary(stored, warnings=decision.warnings), "timing": timing,
-            "diagnostics": summary["diagnostics"]}, concurrent
-
-
-def as_config(config: Any) -> GateConfig:
-    """A parsed :class:`GateConfig` from a path, a mapping or a config."""
-    if isinstance(config, GateConfig):
-        return config
-    if isinstance(config, Mapping):
-        return config_from_dict(dict(config))
-    return load_config(config)
+            "diagnostics": summary["diagnostics"]}
 
 
 def timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:
@@ -209,19 +203,25 @@ def timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:
 
 def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, timing: dict[str, float],
                   publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None) -> dict[str, Any]:
-    """Store (when the store is reachable), report and summarise the ERROR of a failed run."""
+    """Record (when the store is reachable), report and summarise the ERROR of a failed run.
+
+    The ERROR record is appended beside any earlier record of the batch; nothing earlier is touched.
+    """
     record = steps.error_record(state["batch_id"], state["batch_hash"], state["config_hash"], state["step"], exc)
+    record.run_id, record.trusted_hash = state["run_id"], state["trusted_hash"]
     record.created_at, record.timing, record.finished_at = started, timing, datetime.now(UTC)
     cfg: GateConfig | None = state["cfg"]
     try:
         if cfg is not None and publish is not None:
-            out = steps.run_directory(cfg, record.batch_id, record.batch_hash)
+            out = steps.run_directory(cfg, record.batch_id, record.run_id)
             record.reports = publish(record_summary(record), out)
     except Exception as report_error:  # the ERROR decision stands even without a report
         record.reasons.append(f"the error report could not be written: {steps.describe_error(report_error)}")
     try:
         if state["store"] is not None:
-            record = state["store"].save(record, replace=True)
+            record = state["store"].append(record)
+        else:
+            record.reasons.append("the ERROR could not be recorded: the results store was not reached")
     except Exception as store_error:
         record.reasons.append(f"the ERROR record could not be stored: {steps.describe_error(store_error)}")
     summary = record_summary(record)
@@ -238,9 +238,7 @@ def failed_batch(cfg: GateConfig, job: Mapping[str, Any], exc: BaseException, st
         state["store"] = ResultsStore.from_config(cfg.store)
     except Exception:  # the ERROR summary is still returned
         state["store"] = None
-    summary = error_summary(state, exc, datetime.now(UTC), {}, publish)
-    summary["reused"] = False
-    return summary
+    return error_summary(state, exc, datetime.now(UTC), {}, publish)
 
 
 def backlog_job(entry: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -251,25 +249,3 @@ def backlog_job(entry: str | Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"A backlog entry takes 'batch', 'trusted' and 'batch_id'; got {sorted(unknown)}.")
         return {"batch": entry.get("batch"), "trusted": entry.get("trusted"), "batch_id": entry.get("batch_id")}
     return {"batch": str(entry), "trusted": None, "batch_id": None}
-
-
-def _alert(state: dict[str, Any], summary: dict[str, Any], logger: Any) -> list[dict[str, Any]]:
-    cfg: GateConfig | None = state["cfg"]
-    if cfg is None or not cfg.alerts.channels:
-        return []
-    key = f"{summary.get('batch_hash')}:{summary.get('config_hash')}:{summary['decision']}"
-    outcomes = alerts.deliver(summary["decision"], summary, cfg.alerts, dedupe_key=key)
-    for outcome in outcomes:
-        if not outcome.get("ok"):
-            logger.warning("alert to %s failed: %s", outcome.get("channel"), outcome.get("error"))
-    try:
-        if state["store"] is not None and outcomes:
-            state["store"].record_alerts(summary["run_id"], outcomes)
-    except Exception as exc:  # the run and its decision are stored already
-        logger.warning("could not record alert outcomes: %s", steps.describe_error(exc))
-    return outcomes
-
-
-def default_batch_id(batch: str | None) -> str:
-    """The batch file's stem (``batch`` when there is no file)."""
-    return Path(batch).name.split(".")[0] if batch else "batch"

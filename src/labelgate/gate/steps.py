@@ -45,10 +45,11 @@ class Measured:
     skipped: list[str] = field(default_factory=list)
 
 
-def run_directory(config: GateConfig, batch_id: str, batch_hash: str) -> Path:
-    """``<reports.dir>/<batch id>-<hash prefix>``: one folder per batch content."""
+def run_directory(config: GateConfig, batch_id: str, run_id: str) -> Path:
+    """``<reports.dir>/<batch id>-<run id>`` (only ``[A-Za-z0-9._-]``): one folder per run, so that runs never share
+    a report folder or a GX project, whatever their configurations."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", batch_id)[:80] or "batch"
-    return Path(config.reports.dir) / f"{slug}-{batch_hash[:10]}"
+    return Path(config.reports.dir) / f"{slug}-{re.sub(r'[^A-Za-z0-9._-]+', '_', run_id)}"
 
 
 # ------------------------------------------------------------------------------------------ steps

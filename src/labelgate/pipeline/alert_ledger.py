@@ -17,12 +17,28 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.engine import Connection
 
 from labelgate.pipeline import alerts
 from labelgate.pipeline.database import transaction
 from labelgate.pipeline.tables import alert_deliveries_table as ledger
 
 _log = logging.getLogger("labelgate.alerts")
+
+
+def alert_outcomes(conn: Connection, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The recorded outcome of every channel for each of ``keys`` (keys without any are left out)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not keys:
+        return out
+    rows = conn.execute(select(ledger).where(ledger.c.dedupe_key.in_(sorted(set(keys))))
+                        .order_by(ledger.c.dedupe_key, ledger.c.channel)).mappings().all()
+    for row in rows:
+        sent_at = row["sent_at"].isoformat() if row["sent_at"] is not None else None
+        out.setdefault(row["dedupe_key"], []).append(
+            {"channel": row["channel"], "ok": bool(row["ok"]), "attempts": row["attempts"], "error": row["error"],
+             "sent_at": sent_at, "decision": row["decision"], "dedupe_key": row["dedupe_key"]})
+    return out
 
 
 def delivered_channels(engine: Engine, dedupe_key: str) -> set[str]:

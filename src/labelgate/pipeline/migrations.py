@@ -5,7 +5,8 @@ missing steps in one transaction, serialised across processes, and is idempotent
 LabelGate is refused. Applied steps are frozen: a new shape is a new step.
 
 Databases of earlier releases kept the monitor's tables on a chain of their own (``labelgate_monitor_schema``);
-step 2 adopts them.
+step 2 adopts them. Step 3 turns the gate's runs table from a cache (one row per batch and configuration) into an
+append-only audit log: the unique key goes, the inputs digest and the reuse link come, every record is kept.
 """
 
 from __future__ import annotations
@@ -13,7 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, Table, func, insert, inspect, select, text
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import Connection
 
 from labelgate.errors import LabelGateError, Reason
@@ -21,7 +36,7 @@ from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import MIGRATION_LOCK, transaction
 
 #: Version of the schema this code reads and writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MONITOR_TABLES: tuple[Table, ...] = (
     t.monitors_table,
@@ -45,8 +60,25 @@ class StoreError(LabelGateError, RuntimeError):
     default_code = Reason.INVALID_PARAMETER
 
 
+def _runs_v1() -> Table:
+    # Frozen: the runs table as step 1 created it (a cache keyed by batch and configuration).
+    return Table(
+        "labelgate_runs", MetaData(),
+        Column("run_id", String(36), primary_key=True),
+        Column("batch_id", String(512), nullable=False),
+        Column("batch_hash", String(128), nullable=False),
+        Column("config_hash", String(128), nullable=False),
+        Column("decision", String(16), nullable=False),
+        *(Column(name, JSON, nullable=False)
+          for name in ("reasons", "metrics", "coverage", "validation", "timing", "reports", "alerts")),
+        Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+        Column("finished_at", DateTime(timezone=True), nullable=True),
+        UniqueConstraint("batch_hash", "config_hash", name="uq_labelgate_runs_batch_config"),
+    )
+
+
 def _step_1(conn: Connection) -> None:
-    t.runs_table.create(conn)
+    _runs_v1().create(conn)
 
 
 def _step_2(conn: Connection) -> None:
@@ -67,10 +99,31 @@ def _step_2(conn: Connection) -> None:
         conn.execute(text(f"DROP TABLE {_LEGACY_MONITOR_VERSION}"))
 
 
+_V1_COLUMNS = ("run_id, batch_id, batch_hash, config_hash, decision, reasons, metrics, coverage, validation, timing, "
+               "reports, alerts, created_at, finished_at")
+
+
+def _step_3(conn: Connection) -> None:
+    # The runs table becomes append-only: rebuilt without the unique key (SQLite cannot drop a constraint), every
+    # record copied. Records of earlier releases get an inputs digest that no new run produces (their trusted
+    # replication was never hashed), so their decisions are kept for the record but never served to a new request.
+    conn.execute(text("DROP INDEX IF EXISTS ix_labelgate_runs_created_at"))
+    conn.execute(text("ALTER TABLE labelgate_runs RENAME TO labelgate_runs_v1"))
+    t.runs_table.create(conn)
+    conn.execute(text(
+        f"INSERT INTO labelgate_runs ({_V1_COLUMNS}, trusted_hash, inputs_digest, labelgate_version, reused_from) "
+        f"SELECT {_V1_COLUMNS}, NULL, 'v1:' || batch_hash || ':' || config_hash, 'before-audit-log', NULL "
+        "FROM labelgate_runs_v1"
+    ))
+    conn.execute(text("DROP TABLE labelgate_runs_v1"))
+
+
 _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _step_1),
     2: ("monitor tables (streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, passes) "
         "and the alert-delivery ledger", _step_2),
+    3: ("runs table as an append-only audit log: inputs digest, trusted hash, version, reuse link; no unique key",
+        _step_3),
 }
 
 
@@ -89,7 +142,7 @@ def migrate(engine: Engine, what: str = "The results store") -> int:
     >>> from labelgate.pipeline.database import make_engine
     >>> engine = make_engine("sqlite://")
     >>> migrate(engine), migrate(engine), schema_version(engine)
-    (2, 2, 2)
+    (3, 3, 3)
     """
     with transaction(engine, write=True, lock=MIGRATION_LOCK) as conn:
         t.schema_version_table.create(conn, checkfirst=True)

@@ -1,4 +1,4 @@
-"""The per-batch run lock: concurrent gate runs of one ``(batch_hash, config_hash)`` key compute once."""
+"""The run lock: concurrent gate runs of the same inputs (one inputs digest) compute once."""
 
 from __future__ import annotations
 
@@ -19,16 +19,16 @@ _THREAD_LOCKS_GUARD = threading.Lock()
 
 
 @contextmanager
-def run_lock(store: ResultsStore, batch_hash: str, config_hash: str) -> Iterator[None]:
-    """Hold the lock of one ``(batch_hash, config_hash)`` key: concurrent runs of one key queue here.
+def run_lock(store: ResultsStore, inputs_digest: str) -> Iterator[None]:
+    """Hold the lock of one inputs digest: concurrent runs of the same inputs queue here.
 
     PostgreSQL: a session advisory lock on a dedicated connection (released when the block ends or the
     process dies). SQLite file: an exclusive ``flock`` on one of 256 files ``<database>.locks/XX.lock``
     chosen by the key (one machine, as SQLite itself; two keys sharing a file only wait for each other).
-    In-memory SQLite: a lock of this process. Other databases: no lock; the store's unique key still keeps
-    one record.
+    In-memory SQLite: a lock of this process. Other databases: no lock (identical inputs may then be computed
+    twice; every request is still recorded).
     """
-    key = hashlib.sha256(f"{batch_hash}\0{config_hash}".encode()).hexdigest()
+    key = hashlib.sha256(inputs_digest.encode()).hexdigest()
     backend = store.engine.dialect.name
     if backend == "postgresql":
         with store.engine.connect() as conn:

@@ -1,17 +1,19 @@
-"""Results store of the gate: one record per gate run, in SQLite (default) or PostgreSQL.
+"""The audit log of the gate: one record per gate request, appended, never replaced or deleted (SQLite or PostgreSQL).
 
-A record is keyed by ``(batch_hash, config_hash)``: the content hash of the batch and the digest of the gate
-configuration. Gating the same content with the same configuration again finds the stored record instead of
-recomputing (``find``); ``save(record, replace=True)`` replaces it in one transaction (the CLI's ``--force``).
-Every write is one database transaction, so an exception before the commit leaves nothing behind. The schema
-is versioned (table ``labelgate_schema_version``, one chain with the monitor's tables: :mod:`labelgate.pipeline.
-migrations`) and created or upgraded by :meth:`ResultsStore.migrate`.
+Every request is one :class:`GateRecord`. A record is identified by its ``run_id`` and keyed by its
+``inputs_digest``: the digest of everything that decides a batch (batch content, trusted content, the resolved
+configuration with the LabelGate version, and the metrics' definitions version, :func:`inputs_digest`). A request
+whose inputs were decided before gets a record of its own that names the deciding record (``reused_from``) instead of
+a recomputation; ``--force`` appends a new computed record; a failure appends an ERROR record beside the earlier
+ones. The latest record of a batch id is its current decision. Alert deliveries are kept in the alert ledger
+(:mod:`labelgate.pipeline.alert_ledger`) under the deciding run's id.
 
 Only SQLAlchemy 2.0 is used here (no Prefect, no GX). See ``docs/store-and-alerts.md``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import uuid
@@ -21,17 +23,19 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from labelgate._version import METRIC_DEFINITIONS, __version__
 from labelgate.errors import ParameterError, check_option
-from labelgate.pipeline.database import advisory_key, make_engine, safe_url, transaction
+from labelgate.pipeline.alert_ledger import alert_outcomes
+from labelgate.pipeline.database import make_engine, safe_url, transaction
 from labelgate.pipeline.migrations import SCHEMA_VERSION, StoreError, migrate, schema_version
 from labelgate.pipeline.serialize import to_jsonable
 from labelgate.pipeline.tables import runs_table
 
-__all__ = ["DEFAULT_URL", "SCHEMA_VERSION", "GateRecord", "ResultsStore", "StoreError", "to_jsonable"]
+__all__ = ["DEFAULT_URL", "SCHEMA_VERSION", "GateRecord", "ResultsStore", "StoreError", "inputs_digest", "to_jsonable"]
 
 DEFAULT_URL = "sqlite:///labelgate-results.db"
 DECISIONS = ("ACCEPT", "REJECT", "REVIEW", "ERROR")
@@ -40,6 +44,17 @@ _JSON_FIELDS = ("reasons", "metrics", "coverage", "validation", "timing", "repor
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def inputs_digest(batch_hash: str, trusted_hash: str | None, config_hash: str) -> str:
+    """The key of a decision: SHA-256 of the batch and trusted contents, the configuration digest (which includes
+    the LabelGate version) and the metrics' definitions version.
+
+    >>> inputs_digest("b", "t", "c") == inputs_digest("b", "t", "c") != inputs_digest("b", "t2", "c")
+    True
+    """
+    parts = [batch_hash, trusted_hash or "", config_hash, f"metrics:{METRIC_DEFINITIONS}"]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 @dataclass
@@ -51,9 +66,9 @@ class GateRecord:
     batch_id : str
         Human-readable batch identifier (file name, batch tag...).
     batch_hash : str
-        Content hash of the batch; with ``config_hash`` the idempotency key of the run.
+        Content hash of the batch.
     config_hash : str
-        Digest of the gate configuration (``GateConfig.digest()``).
+        Digest of the gate configuration (``GateConfig.digest()``, which includes the LabelGate version).
     decision : {"ACCEPT", "REJECT", "REVIEW", "ERROR"}
         The gate decision.
     reasons : list of str
@@ -68,10 +83,18 @@ class GateRecord:
     reports : dict
         ``name -> path or URL`` of the reports written for this run.
     alerts : list of dict
-        Alert delivery outcomes (see :func:`labelgate.pipeline.alerts.deliver`); filled by
-        :meth:`ResultsStore.record_alerts` after delivery.
+        Alert delivery outcomes (see :func:`labelgate.pipeline.alerts.deliver`): read from the alert ledger, not
+        stored with the record (records of earlier releases kept them here).
     run_id : str
         ``uuid4`` string, generated when omitted.
+    trusted_hash : str or None
+        Content hash of the trusted replication.
+    inputs_digest : str
+        :func:`inputs_digest` of the hashes (computed when omitted): the key under which a decision is reused.
+    reused_from : str or None
+        The ``run_id`` of the record whose decision this request received without recomputation.
+    labelgate_version : str
+        The LabelGate version that wrote the record.
     created_at, finished_at : datetime or None
         Start and end of the run (UTC; naive datetimes are taken as UTC).
 
@@ -99,6 +122,10 @@ class GateRecord:
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     created_at: datetime = field(default_factory=_utcnow)
     finished_at: datetime | None = None
+    trusted_hash: str | None = None
+    inputs_digest: str = ""
+    reused_from: str | None = None
+    labelgate_version: str = __version__
 
     def __post_init__(self) -> None:
         check_option(self.decision, DECISIONS, "decision", "GateRecord")
@@ -107,8 +134,14 @@ class GateRecord:
             if not isinstance(value, str) or not value:
                 raise ParameterError(f"The {name!r} of a GateRecord must be a non-empty string; "
                                      f"got {value!r}.", parameter=name, value=value)
+        self.inputs_digest = self.inputs_digest or inputs_digest(self.batch_hash, self.trusted_hash, self.config_hash)
         self.created_at = _as_utc(self.created_at)
         self.finished_at = None if self.finished_at is None else _as_utc(self.finished_at)
+
+    @property
+    def deciding_run_id(self) -> str:
+        """The run that computed this record's decision (itself, unless the decision was reused)."""
+        return self.reused_from or self.run_id
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: NaN/inf become None, datetimes ISO 8601 strings, tuples lists."""
@@ -124,11 +157,12 @@ def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+
 # --- the store ---------------------------------------------------------------------------------------
 
 
 class ResultsStore:
-    """One record per gate run in a SQL database (SQLite by default, PostgreSQL by URL).
+    """The audit log of gate requests in a SQL database (SQLite by default, PostgreSQL by URL).
 
     Parameters
     ----------
@@ -142,25 +176,19 @@ class ResultsStore:
 
     Notes
     -----
-    Idempotency key: ``(batch_hash, config_hash)``, enforced by a unique constraint. Concurrent gate runs on
-    the same key store one record: the loser's insert fails with an integrity error and :meth:`save` returns
-    the stored record. SQLite writes start with ``BEGIN IMMEDIATE`` (the writer lock is taken first, so two
-    writers queue on the busy timeout instead of dead-locking on a lock upgrade); DDL is transactional.
+    Records are only ever appended (:meth:`append`): nothing updates or deletes one. Concurrent requests with
+    the same inputs are serialised by the run lock (:mod:`labelgate.pipeline.run_lock`), so identical inputs are
+    computed once; every request still gets its record. SQLite writes start with ``BEGIN IMMEDIATE``.
 
     Examples
     --------
     >>> store = ResultsStore("sqlite://")
-    >>> rec = store.save(GateRecord(batch_id="b1", batch_hash="h1", config_hash="c1", decision="ACCEPT"))
-    >>> store.find("h1", "c1").run_id == rec.run_id
+    >>> first = store.append(GateRecord(batch_id="b1", batch_hash="h1", config_hash="c1", decision="ACCEPT"))
+    >>> store.find(first.inputs_digest).run_id == first.run_id
     True
-    >>> again = store.save(GateRecord(batch_id="b1", batch_hash="h1", config_hash="c1", decision="REJECT"))
-    >>> again.decision, again.run_id == rec.run_id    # idempotent: the stored record wins
-    ('ACCEPT', True)
-    >>> store.save(GateRecord(batch_id="b1", batch_hash="h1", config_hash="c1", decision="REJECT"),
-    ...            replace=True).decision             # --force
-    'REJECT'
-    >>> len(store.list_runs())
-    1
+    >>> forced = store.append(GateRecord(batch_id="b1", batch_hash="h1", config_hash="c1", decision="REJECT"))
+    >>> store.current("b1").decision, len(store.list_runs(batch_id="b1"))   # history kept, latest is current
+    ('REJECT', 2)
     """
 
     def __init__(self, url: str = DEFAULT_URL, *, auto_migrate: bool = True,
@@ -211,106 +239,62 @@ class ResultsStore:
 
     # -- reads ----------------------------------------------------------------------------------------------
 
-    def find(self, batch_hash: str, config_hash: str) -> GateRecord | None:
-        """The stored record for this batch content and configuration, or None."""
-        query = select(runs_table).where(runs_table.c.batch_hash == batch_hash,
-                                         runs_table.c.config_hash == config_hash)
-        with self._transaction() as conn:
-            row = conn.execute(query).mappings().first()
-        return None if row is None else _record_from_row(row)
+    def find(self, digest: str) -> GateRecord | None:
+        """The latest *computed* decision for these inputs (:func:`inputs_digest`), or None.
+
+        ERROR records are never served (a rerun recomputes), nor are records that themselves reused a decision.
+        """
+        query = (select(runs_table)
+                 .where(runs_table.c.inputs_digest == digest, runs_table.c.reused_from.is_(None),
+                        runs_table.c.decision != "ERROR")
+                 .order_by(runs_table.c.created_at.desc(), runs_table.c.run_id.desc()).limit(1))
+        return next(iter(self._records(query)), None)
 
     def get(self, run_id: str) -> GateRecord | None:
         """The record with this ``run_id``, or None."""
-        with self._transaction() as conn:
-            row = conn.execute(select(runs_table).where(runs_table.c.run_id == run_id)).mappings().first()
-        return None if row is None else _record_from_row(row)
+        return next(iter(self._records(select(runs_table).where(runs_table.c.run_id == run_id))), None)
 
-    def list_runs(self, limit: int = 50, *, batch_id: str | None = None) -> list[GateRecord]:
-        """The ``limit`` most recent records (newest first), optionally for one ``batch_id``."""
-        if not isinstance(limit, int) or limit < 1:
-            raise ParameterError("The 'limit' parameter of list_runs must be a positive integer; "
+    def current(self, batch_id: str) -> GateRecord | None:
+        """The current decision of a batch id: its latest record, or None."""
+        runs = self.list_runs(1, batch_id=batch_id)
+        return runs[0] if runs else None
+
+    def list_runs(self, limit: int | None = 50, *, batch_id: str | None = None, since: datetime | None = None,
+                  decision: str | None = None) -> list[GateRecord]:
+        """Records newest first: the ``limit`` latest (None: all), optionally of one batch id, since a time, with one
+        decision."""
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise ParameterError("The 'limit' parameter of list_runs must be a positive integer or None; "
                                  f"got {limit!r}.", parameter="limit", value=limit)
-        query = select(runs_table).order_by(runs_table.c.created_at.desc(), runs_table.c.run_id).limit(limit)
+        if decision is not None:
+            check_option(decision, DECISIONS, "decision", "list_runs")
+        query = select(runs_table).order_by(runs_table.c.created_at.desc(), runs_table.c.run_id.desc())
         if batch_id is not None:
             query = query.where(runs_table.c.batch_id == batch_id)
-        with self._transaction() as conn:
-            rows = conn.execute(query).mappings().all()
-        return [_record_from_row(row) for row in rows]
+        if since is not None:
+            query = query.where(runs_table.c.created_at >= _as_utc(since))
+        if decision is not None:
+            query = query.where(runs_table.c.decision == decision)
+        return self._records(query if limit is None else query.limit(limit))
 
     # -- writes ---------------------------------------------------------------------------------------------
 
-    def save(self, record: GateRecord, replace: bool = False) -> GateRecord:
-        """Store ``record`` in one transaction and return the record that is stored for its key.
-
-        Parameters
-        ----------
-        record : GateRecord
-            The finished run.
-        replace : bool, default False
-            False: if a record with the same ``(batch_hash, config_hash)`` exists (stored earlier or by a
-            concurrent run), it is returned unchanged and ``record`` is not stored — compare ``run_id`` to
-            know which happened. True (``--force``): the earlier record is deleted and ``record`` inserted in
-            the same transaction.
-
-        Returns
-        -------
-        GateRecord
-            The stored record, as read back (NaN as None, timestamps in UTC).
-        """
-        row = _row_from_record(record)
-        for attempt in range(3):
-            try:
-                with self._transaction(write=True) as conn:
-                    if replace:
-                        self._delete_key(conn, record)
-                    self._insert(conn, row)
-                return _record_from_row(row)
-            except IntegrityError:
-                if self.get(record.run_id) is not None:  # run_id already used (by this key or another one)
-                    stored = self.find(record.batch_hash, record.config_hash)
-                    if stored is not None and stored.run_id == record.run_id and not replace:
-                        return stored
-                    raise
-                if not replace:
-                    stored = self.find(record.batch_hash, record.config_hash)
-                    if stored is not None:  # an earlier or concurrent run of this key: the stored one wins
-                        return stored
-                # The colliding record vanished meanwhile (a concurrent --force replaced it): try again.
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _delete_key(self, conn: Connection, record: GateRecord) -> None:
-        # Concurrent --force runs on one key: SQLite serialises writers (BEGIN IMMEDIATE); PostgreSQL needs a
-        # per-key advisory lock, since under read committed a concurrent insert after our delete would
-        # collide. Other backends rely on save()'s retry of the whole transaction.
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                         {"key": advisory_key(record.batch_hash, record.config_hash)})
-        conn.execute(delete(runs_table).where(runs_table.c.batch_hash == record.batch_hash,
-                                              runs_table.c.config_hash == record.config_hash))
-
-    def record_alerts(self, run_id: str, outcomes: list[dict[str, Any]]) -> GateRecord:
-        """Append alert delivery outcomes to a stored run (own small transaction); the decision is untouched.
+    def append(self, record: GateRecord) -> GateRecord:
+        """Add ``record`` to the log in one transaction and return it as stored (NaN as None, times in UTC).
 
         Raises
         ------
         StoreError
-            No record has this ``run_id`` (it may have been replaced by a forced rerun).
+            A record with this ``run_id`` exists already (records are never replaced).
         """
-        new = to_jsonable(list(outcomes), "alerts")
-        with self._transaction(write=True) as conn:
-            query = select(runs_table).where(runs_table.c.run_id == run_id)
-            if conn.dialect.name != "sqlite":  # SQLite already holds the write lock (BEGIN IMMEDIATE)
-                query = query.with_for_update()
-            row = conn.execute(query).mappings().first()
-            if row is None:
-                raise StoreError(f"No gate run with run_id {run_id!r} in the results store; cannot record "
-                                 "its alerts.", parameter="run_id", value=run_id)
-            alerts = list(row["alerts"] or []) + new
-            conn.execute(update(runs_table).where(runs_table.c.run_id == run_id).values(alerts=alerts))
-            updated = dict(row, alerts=alerts)
-        return _record_from_row(updated)
+        row = _row_from_record(record)
+        try:
+            with self._transaction(write=True) as conn:
+                self._insert(conn, row)
+        except IntegrityError:
+            raise StoreError(f"A gate run with run_id {record.run_id!r} is already recorded; records are never "
+                             "replaced.", parameter="run_id", value=record.run_id) from None
+        return _record_from_row(row)
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -330,6 +314,15 @@ class ResultsStore:
     def _insert(self, conn: Connection, row: dict[str, Any]) -> None:
         conn.execute(insert(runs_table).values(**row))
 
+    def _records(self, query: Any) -> list[GateRecord]:
+        with self._transaction() as conn:
+            rows = conn.execute(query).mappings().all()
+            records = [_record_from_row(row) for row in rows]
+            deliveries = alert_outcomes(conn, [gate_alert_key(r.deciding_run_id) for r in records])
+        for record in records:
+            record.alerts = deliveries.get(gate_alert_key(record.deciding_run_id), record.alerts)
+        return records
+
     def _ensure_migrated(self) -> None:
         if self._auto_migrate and not self._migrated:
             with self._migrate_lock:  # threads sharing this store wait for the first one's migration
@@ -343,10 +336,14 @@ class ResultsStore:
             yield conn
 
 
+def gate_alert_key(run_id: str) -> str:
+    """The alert-ledger key of a gate decision: the run that computed it (a reuse never alerts twice)."""
+    return f"labelgate-gate:{run_id}"
+
 
 def _row_from_record(record: GateRecord) -> dict[str, Any]:
     if not isinstance(record, GateRecord):
-        raise ParameterError(f"save() needs a GateRecord; got {type(record).__name__}.", parameter="record")
+        raise ParameterError(f"append() needs a GateRecord; got {type(record).__name__}.", parameter="record")
     row: dict[str, Any] = {f.name: getattr(record, f.name) for f in fields(record)}
     for name in _JSON_FIELDS:
         row[name] = to_jsonable(row[name], name)
@@ -365,4 +362,5 @@ def record_summary(record: GateRecord, warnings: list[str] | None = None) -> dic
     data = to_jsonable(record.to_dict())
     data["warnings"] = list(warnings or [])
     data["report"] = (data.get("reports") or {}).get("html")
+    data["reused"] = record.reused_from is not None
     return data

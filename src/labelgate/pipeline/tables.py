@@ -40,12 +40,18 @@ schema_version_table = Table(
 
 # --- the gate ------------------------------------------------------------------------------------------------
 
+# The audit log: one row per gate request, only ever appended (labelgate.pipeline.store).
 runs_table = Table(
-    "labelgate_runs", metadata,
+    "labelgate_runs",
+    metadata,
     Column("run_id", String(36), primary_key=True),
     Column("batch_id", String(512), nullable=False),
     Column("batch_hash", String(128), nullable=False),
+    Column("trusted_hash", String(128), nullable=True),
     Column("config_hash", String(128), nullable=False),
+    Column("inputs_digest", String(128), nullable=False),
+    Column("labelgate_version", String(40), nullable=False),
+    Column("reused_from", String(36), nullable=True),  # the run whose decision this request received
     Column("decision", String(16), nullable=False),
     Column("reasons", JSON, nullable=False),
     Column("metrics", JSON, nullable=False),
@@ -54,9 +60,11 @@ runs_table = Table(
     Column("timing", JSON, nullable=False),
     Column("reports", JSON, nullable=False),
     Column("alerts", JSON, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
-    UniqueConstraint("batch_hash", "config_hash", name="uq_labelgate_runs_batch_config"),
+    Index("ix_labelgate_runs_created", "created_at"),
+    Index("ix_labelgate_runs_batch", "batch_id", "created_at"),
+    Index("ix_labelgate_runs_inputs", "inputs_digest", "created_at"),
 )
 
 

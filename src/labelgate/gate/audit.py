@@ -1,0 +1,96 @@
+"""The gate's audit log seen from the gate: serving a decision already taken for the same inputs, and reading the log.
+
+Light on purpose (no validation, GX or Prefect): the CLI answers a request whose inputs were decided before from
+here, before anything heavy starts, and ``labelgate runs`` reads the log from here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from labelgate.gate import alerting
+from labelgate.pipeline import sources
+from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
+from labelgate.pipeline.migrations import SCHEMA_VERSION
+from labelgate.pipeline.store import GateRecord, ResultsStore, inputs_digest, record_summary
+
+
+def as_config(config: Any) -> GateConfig:
+    """A parsed :class:`GateConfig` from a path, a mapping or a config."""
+    if isinstance(config, GateConfig):
+        return config
+    if isinstance(config, Mapping):
+        return config_from_dict(dict(config))
+    return load_config(config)
+
+
+def default_batch_id(batch: str | None) -> str:
+    """The batch file's stem (``batch`` when there is no file)."""
+    return Path(batch).name.split(".")[0] if batch else "batch"
+
+
+def digest_of(cfg: GateConfig, crowd: Any, trusted: Any) -> tuple[str, str, str]:
+    """``(batch_hash, trusted_hash, inputs_digest)`` of loaded tables under ``cfg``."""
+    batch_hash, trusted_hash = sources.content_hash(crowd), sources.content_hash(trusted)
+    return batch_hash, trusted_hash, inputs_digest(batch_hash, trusted_hash, cfg.digest())
+
+
+def reuse(store: ResultsStore, previous: GateRecord, batch_id: str, run_id: str | None = None,
+          started: datetime | None = None) -> GateRecord:
+    """Record that ``batch_id`` received the decision of ``previous`` (same inputs), without recomputing it."""
+    record = GateRecord(batch_id=batch_id, batch_hash=previous.batch_hash, trusted_hash=previous.trusted_hash,
+                        config_hash=previous.config_hash, inputs_digest=previous.inputs_digest,
+                        decision=previous.decision, reasons=previous.reasons, metrics=previous.metrics,
+                        coverage=previous.coverage, validation=previous.validation, reports=previous.reports,
+                        reused_from=previous.run_id, run_id=run_id or str(uuid.uuid4()),
+                        created_at=started or datetime.now(UTC), finished_at=datetime.now(UTC))
+    return store.append(record)
+
+
+def stored_decision(config: Any, batch: str | Path | None, trusted: str | Path | None = None, *,
+                    batch_id: str | None = None) -> dict[str, Any] | None:
+    """The summary of a request whose inputs were decided before — recorded for ``batch_id``, its owed alerts sent —
+    or None when they were not (then the gate must run). Never creates or migrates the store.
+
+    Raises whatever loading the inputs raises; the caller decides whether that is an answer or a reason to run.
+    """
+    cfg = as_config(config)
+    store = ResultsStore.from_config(cfg.store, auto_migrate=False)
+    if store.schema_version() != SCHEMA_VERSION:
+        return None
+    crowd, trusted_df = sources.load_pools(cfg, batch, trusted)
+    previous = store.find(digest_of(cfg, crowd, trusted_df)[2])
+    if previous is None:
+        return None
+    name = batch_id or default_batch_id(None if batch is None else str(batch))
+    summary = record_summary(reuse(store, previous, name))
+    summary["alerts"] = alerting.alert_run(store, cfg, summary)
+    return summary
+
+
+def runs(config: Any, *, batch_id: str | None = None, since: datetime | str | None = None,
+         decision: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """The audit log of a configuration's store, newest first, as JSON-ready records.
+
+    Each record has ``run_id``, ``batch_id``, ``decision``, ``reasons``, ``created_at``, ``inputs_digest``,
+    ``reused_from`` (the run whose decision a request received), the hashes, metrics, reports and alert outcomes.
+    The latest record of a batch id is its current decision.
+
+    Raises
+    ------
+    ConfigError
+        ``since`` is not an ISO 8601 time.
+    """
+    cfg = as_config(config)
+    if isinstance(since, str):
+        try:
+            since = datetime.fromisoformat(since)
+        except ValueError:
+            raise ConfigError(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-11-21 or "
+                              "2026-11-21T08:00:00Z).") from None
+    store = ResultsStore.from_config(cfg.store)
+    return [record.to_dict() for record in store.list_runs(limit, batch_id=batch_id, since=since, decision=decision)]
