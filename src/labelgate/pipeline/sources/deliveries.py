@@ -10,6 +10,7 @@ and are recognised judgement by judgement.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,17 +91,7 @@ def list_files(config: MonitorConfig, known: Callable[[str, int, int], bool]) ->
             columns=config.columns,
             role="delivery",
         )
-        out.append(
-            Delivery(
-                delivery_id,
-                frame,
-                content_hash(frame),
-                stat.st_size,
-                stat.st_mtime_ns,
-                stat.st_mtime_ns // 1000,
-                src.default_pool,
-            )
-        )
+        out.append(_file_delivery(delivery_id, frame, stat, src.default_pool))
     return out
 
 
@@ -121,17 +112,13 @@ def read_trusted(config: MonitorConfig, known: Callable[[str, int, int], bool]) 
     frame = load_table(config.trusted, None, columns=config.columns, role="trusted")
     if config.columns.pool not in frame.columns:
         frame[config.columns.pool] = config.pools.trusted
-    return [
-        Delivery(
-            delivery_id,
-            frame,
-            content_hash(frame),
-            stat.st_size,
-            stat.st_mtime_ns,
-            stat.st_mtime_ns // 1000,
-            config.pools.trusted,
-        )
-    ]
+    return [_file_delivery(delivery_id, frame, stat, config.pools.trusted)]
+
+
+def _file_delivery(delivery_id: str, frame: pd.DataFrame, stat: os.stat_result, pool: str | None) -> Delivery:
+    # a file's rows without their own timestamp arrived when the file was last written
+    return Delivery(delivery_id, frame, content_hash(frame), stat.st_size, stat.st_mtime_ns, stat.st_mtime_ns // 1000,
+                    pool)
 
 
 def read_since(config: MonitorConfig, watermark_us: int | None) -> list[Delivery]:
