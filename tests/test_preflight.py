@@ -43,7 +43,7 @@ def test_one_file_needs_the_pool_column_two_files_do_not(tmp_path):
 def test_parquet_headers_are_read_from_the_schema(tmp_path):
     path = tmp_path / "b.parquet"
     pd.DataFrame({"item_id": ["1"], "rater_id": ["a"], "answer": ["x"], "pool": ["crowd"]}).to_parquet(path)
-    assert read_header(path) == {"item_id", "rater_id", "answer", "pool"}
+    assert read_header(path) == ["item_id", "rater_id", "answer", "pool"]
     check_inputs(CFG, path, None)
     broken = tmp_path / "broken.parquet"
     broken.write_text("not parquet", encoding="utf-8")

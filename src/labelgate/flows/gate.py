@@ -16,6 +16,7 @@ Final states (what a Prefect automation can match):
 
 from __future__ import annotations
 
+import string
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -229,21 +230,72 @@ def _backlog_on_runner(cfg: GateConfig, jobs: list[dict[str, Any]], force: bool)
 
 def _artifacts(summary: dict[str, Any]) -> None:
     """A markdown summary and a metrics table as Prefect artifacts."""
+    rows = _metric_table(summary)
+    create_markdown_artifact(key="labelgate-gate", markdown=artifact_markdown(summary, rows),
+                             description="LabelGate decision")
+    if rows:
+        create_table_artifact(key="labelgate-gate-metrics", table=rows, description="LabelGate metrics")
+
+
+def _metric_table(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for question, metrics in (summary.get("metrics") or {}).items():
         for name, m in metrics.items():
             rows.append({"question": question, "metric": name, "value": m.get("value"),
                          "ci_low": m.get("ci_low"), "ci_high": m.get("ci_high"), "verdict": m.get("verdict") or ""})
-    lines = [f"# LabelGate: {summary['decision']}", "", f"Batch `{summary['batch_id']}`", "", "## Reasons", ""]
-    lines += [f"- {r}" for r in summary.get("reasons") or ["every blocking expectation passes"]]
+    return rows
+
+
+def artifact_markdown(summary: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
+    """The markdown artifact of a run: decision, batch, reasons, the metrics table and the report's path.
+
+    Every text that comes from the data or the command line (batch id, question names, reasons, paths) goes through
+    :func:`markdown_text`, so the Prefect UI shows it as typed and never renders it.
+    """
+    rows = _metric_table(summary) if rows is None else rows
+    md = markdown_text
+    lines = [f"# LabelGate: {md(summary['decision'])}", "", f"Batch: {md(summary['batch_id'])}", "", "## Reasons", ""]
+    lines += [f"- {md(r)}" for r in summary.get("reasons") or ["every blocking expectation passes"]]
     lines += ["", "| question | metric | value | interval | verdict |", "|---|---|---|---|---|"]
-    lines += [f"| {r['question']} | {r['metric']} | {_fmt(r['value'])} | {_fmt(r['ci_low'])} – {_fmt(r['ci_high'])}"
-              f" | {r['verdict']} |" for r in rows]
+    lines += [f"| {md(r['question'])} | {md(r['metric'])} | {_fmt(r['value'])} | {_fmt(r['ci_low'])} – "
+              f"{_fmt(r['ci_high'])} | {md(r['verdict'])} |" for r in rows]
     if summary.get("report"):
-        lines += ["", f"Report: `{summary['report']}`"]
-    create_markdown_artifact(key="labelgate-gate", markdown="\n".join(lines), description="LabelGate decision")
-    if rows:
-        create_table_artifact(key="labelgate-gate-metrics", table=rows, description="LabelGate metrics")
+        lines += ["", f"Report: {md(summary['report'])}"]
+    return "\n".join(lines)
+
+
+#: HTML's special characters, as entities: a Markdown renderer passes raw HTML through, entities it shows as text.
+_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"}
+#: The rest of ASCII punctuation, backslash-escaped (CommonMark allows it before any of them): no value can open
+#: emphasis, code, a link, a heading, a list item or a table cell.
+_MARKDOWN_ESCAPED = frozenset(string.punctuation) - set(_HTML_ENTITIES)
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` as Markdown text that renders exactly as typed, on one line.
+
+    HTML special characters become entities, other ASCII punctuation is backslash-escaped, and line breaks and other
+    control characters are written as escapes (``\\n``), so that a value can neither inject HTML nor forge lines,
+    links or table cells.
+
+    Examples
+    --------
+    >>> print(markdown_text("<script>alert(1)</script>"))
+    &lt;script&gt;alert\\(1\\)&lt;\\/script&gt;
+    >>> print(markdown_text("b1\\n# forged"))
+    b1\\\\n\\# forged
+    """
+    out = []
+    for ch in "" if value is None else str(value):
+        if ch in _HTML_ENTITIES:
+            out.append(_HTML_ENTITIES[ch])
+        elif ch in _MARKDOWN_ESCAPED:
+            out.append("\\" + ch)
+        elif not ch.isprintable():  # "\n" → the two characters \ n, with the backslash itself escaped
+            out.append("\\" + repr(ch)[1:-1])
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _fmt(value: Any) -> str:

@@ -1,17 +1,33 @@
-"""The gate's decision policy: a pure function from expectation outcomes to ACCEPT / REJECT / REVIEW.
+"""The gate's decision policy: a pure function from expectation outcomes to ACCEPT / REJECT / REVIEW / ERROR.
 
 Per blocking expectation (warnings are reported, never blocking):
 
-* value undefined (NaN)                                  → REVIEW
 * judged on intervals (``use_ci_bound`` and an interval):
   the whole interval and the point pass                  → pass
   the point fails and the whole interval fails           → REJECT
   otherwise (the interval straddles a threshold)         → REVIEW
 * judged on the point (no interval): fails               → REJECT
+* a metric that cannot be judged is decided by its cause (:class:`Reliability`: the IRR of each pool on the common
+  items, which the normalized-κx and IRR-baseline expectations report):
 
-plus REVIEW when the batch covers too few trusted items. The batch decision is REJECT if any REJECT,
-else REVIEW if any REVIEW, else ACCEPT. ERROR (invalid config or input, any failure) is decided by the
-flow, which never reaches :func:`decide` on an error path — so no error path can end in ACCEPT.
+  ======================================================================  ========
+  cause                                                                   decision
+  ======================================================================  ========
+  the trusted IRR is at or below chance (≤ :data:`CHANCE_TOLERANCE`),      ERROR
+  whatever the expectation's severity: it cannot serve as a reference
+  the crowd IRR is at or below chance while the trusted IRR is above it    REJECT
+  (their intervals apart, when there are intervals); also when a
+  normalized κx is defined but divided by such a crowd IRR
+  the crowd IRR is at or below chance, the trusted IRR not clearly above   REVIEW
+  either cause above, but the batch shares too few items with the          REVIEW
+  trusted replication (a coverage problem)
+  any other undefined metric (too few common or pairable items, one        REVIEW
+  category only, ...), with the metric's reason
+  ======================================================================  ========
+
+plus REVIEW when the batch covers too few trusted items. The batch decision is the worst of all: ERROR, then REJECT,
+then REVIEW, then ACCEPT. Any other ERROR (invalid config or input, any failure) is decided by the runner, which never
+reaches :func:`decide` on an error path — so no error path can end in ACCEPT.
 """
 
 from __future__ import annotations
@@ -21,12 +37,70 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Decision = Literal["ACCEPT", "REJECT", "REVIEW", "ERROR"]
-Verdict = Literal["pass", "reject", "review"]
+Verdict = Literal["pass", "reject", "review", "error"]
+Cause = Literal["trusted_at_chance", "crowd_at_chance", "crowd_at_chance_unclear"]
 _RANK = {"ACCEPT": 0, "REVIEW": 1, "REJECT": 2, "ERROR": 3}
+_DECISION_OF: dict[Verdict, Decision] = {"reject": "REJECT", "review": "REVIEW", "error": "ERROR"}
+_CAUSE_VERDICT: dict[Cause, Verdict] = {"trusted_at_chance": "error", "crowd_at_chance": "reject",
+                                        "crowd_at_chance_unclear": "review"}
+
+#: Chance-corrected agreement (κ, α, AC) at or below this is "at chance". A tolerance, not ``== 0`` or ``<= 0``: an
+#: IRR computed at chance comes out as ±1e-4 or so, and a normalization by +1e-4 is as meaningless as one by −1e-4.
+CHANCE_TOLERANCE = 0.01
 
 
 #: Process exit code of each decision (the CLI's contract): exit 1 means REJECT and nothing else.
 EXIT_CODES = {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2, "ERROR": 3}
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """The IRR of the crowd and of the trusted pool on their common items, as one expectation reported them.
+
+    Attributes
+    ----------
+    crowd, trusted : float
+        Point values (NaN when undefined).
+    crowd_high, trusted_low : float
+        The crowd interval's upper end and the trusted interval's lower end (NaN without an interval).
+    """
+
+    crowd: float
+    trusted: float
+    crowd_high: float = math.nan
+    trusted_low: float = math.nan
+
+    def cause(self) -> Cause | None:
+        """Which chance case this is, or None when both pools agree above chance (or are undefined)."""
+        if _at_chance(self.trusted):
+            return "trusted_at_chance"
+        if not _at_chance(self.crowd):
+            return None
+        apart = not (math.isfinite(self.crowd_high) and math.isfinite(self.trusted_low)) \
+            or self.crowd_high < self.trusted_low
+        return "crowd_at_chance" if self.trusted > CHANCE_TOLERANCE and apart else "crowd_at_chance_unclear"
+
+    def describe(self, cause: Cause) -> str:
+        """The reason line's text for ``cause``."""
+        crowd, trusted = _num(self.crowd), _num(self.trusted)
+        if cause == "trusted_at_chance":
+            return (f"the trusted replication's IRR is {trusted}, at or below chance (≤ {CHANCE_TOLERANCE:g}): it "
+                    "cannot serve as a reference")
+        if cause == "crowd_at_chance":
+            return (f"the crowd's IRR is {crowd}, at or below chance (≤ {CHANCE_TOLERANCE:g}), while the trusted "
+                    f"replication's is {trusted}: the batch agrees no better than random labels")
+        low = f" (interval from {_num(self.trusted_low)})" if math.isfinite(self.trusted_low) else ""
+        return (f"the crowd's IRR is {crowd}, at or below chance (≤ {CHANCE_TOLERANCE:g}), but the trusted "
+                f"replication's IRR {trusted}{low} is not clearly above the crowd's, so the comparison is inconclusive")
+
+
+def _at_chance(irr: float) -> bool:
+    return math.isfinite(irr) and irr <= CHANCE_TOLERANCE
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}" if math.isfinite(value) else "undefined"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -48,6 +122,12 @@ class Outcome:
         A readable one-line statement (threshold, value, interval) for reports and alerts.
     details : dict
         Everything else (components, interval, thresholds) for the record.
+    reliability : Reliability, optional
+        Both pools' IRR, when the expectation reports them (normalized κx, IRR baseline): they decide an undefined
+        metric by its cause.
+    undefined : bool
+        A statistic the expectation checks is undefined although ``value`` is not (an IRR baseline's difference
+        when the trusted IRR is undefined).
     """
 
     question: str
@@ -59,11 +139,31 @@ class Outcome:
     reason: str | None = None
     description: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    reliability: Reliability | None = None
+    undefined: bool = False
+
+    @property
+    def is_undefined(self) -> bool:
+        """Whether the value, or another statistic the expectation checks, is undefined."""
+        return self.undefined or not math.isfinite(self.value)
+
+    @property
+    def cause(self) -> Cause | None:
+        """The chance case that decides this outcome (see the module's table), or None."""
+        cause = self.reliability.cause() if self.reliability is not None else None
+        if cause is None or cause == "trusted_at_chance":
+            return cause
+        # a crowd at chance decides an undefined metric, and a normalized κx divided by that crowd's IRR; a defined
+        # IRR comparison is judged on its own thresholds
+        return cause if self.is_undefined or self.gate == "normalized_cross_kappa" else None
 
     @property
     def verdict(self) -> Verdict:
         """This outcome's own verdict under the policy."""
-        if not math.isfinite(self.value):
+        cause = self.cause
+        if cause is not None:
+            return _CAUSE_VERDICT[cause]
+        if self.is_undefined:
             return "review"
         if self.interval_verdict is None:
             return "pass" if self.passes_on_point else "reject"
@@ -92,7 +192,8 @@ def decide(outcomes: list[Outcome], *, coverage_problems: list[str] | None = Non
     outcomes : list of Outcome
         Every expectation on every question.
     coverage_problems : list of str
-        Reasons the batch covers too few trusted items (each forces REVIEW).
+        Reasons the batch covers too few trusted items (each forces REVIEW, and turns a chance case's REJECT or
+        ERROR into REVIEW: IRRs on too few common items decide nothing).
     validation_problems : list of str
         Validation findings that did not stop the run (reported as reasons, force REVIEW).
 
@@ -120,10 +221,12 @@ def decide(outcomes: list[Outcome], *, coverage_problems: list[str] | None = Non
         if verdict == "pass":
             continue
         line = _reason_line(o, verdict)
-        if o.severity == "warning":
+        if o.cause is not None and verdict != "review" and coverage_problems:
+            verdict, line = "review", f"{line} — but the batch shares too few items with the trusted replication"
+        if o.severity == "warning" and verdict != "error":  # an unusable reference is no warning
             warnings.append(line)
             continue
-        decision = _worse(decision, "REJECT" if verdict == "reject" else "REVIEW")
+        decision = _worse(decision, _DECISION_OF[verdict])
         reasons.append(line)
     return GateDecision(decision=decision, reasons=reasons, warnings=warnings)
 
@@ -134,7 +237,10 @@ def _worse(a: Decision, b: Decision) -> Decision:
 
 def _reason_line(o: Outcome, verdict: Verdict) -> str:
     where = f"[{o.question}] {o.description or o.gate}"
-    if not math.isfinite(o.value):
+    cause = o.cause
+    if cause is not None and o.reliability is not None:
+        return f"{where}: {o.reliability.describe(cause)}"
+    if o.is_undefined:
         return f"{where}: undefined — {o.reason or 'no reason given'}"
     if verdict == "reject":
         return f"{where}: fails on the point value and on the whole interval"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from labelgate.gate.decision import Outcome
+from labelgate.gate.decision import Outcome, Reliability
 from labelgate.gate.steps import CANONICAL, Measured, _numeric, _slug
 from labelgate.pipeline.config import Gate, GateConfig, Question
 
@@ -102,8 +102,7 @@ def outcome_from_result(evr: Any) -> Outcome:
     cfg = evr.expectation_config
     meta = cfg.meta or {}
     details = dict((evr.result or {}).get("details") or {})
-    value = details.get("value")
-    value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    value = _float(details.get("value"), math.nan)
     gate = meta.get("labelgate_gate", cfg.type)
     from labelgate.gx import raised_exception  # GX is imported by the measure step only
 
@@ -113,12 +112,35 @@ def outcome_from_result(evr: Any) -> Outcome:
         value = math.nan
     thresholds = details.get("thresholds") or {}
     described = ", ".join(f"{k} {v}" for k, v in thresholds.items())
+    checks = details.get("checks") or []
     return Outcome(
         question=str(cfg.kwargs.get("question")), gate=gate, severity=meta.get("labelgate_severity", "blocking"),
         value=value, passes_on_point=bool(details.get("passes_on_point")),
         interval_verdict=details.get("interval_verdict") if details.get("judged_on") == "ci_bound" else None,
         reason=details.get("reason"), description=f"{gate} ({described})" if described else gate,
-        details=details)
+        details=details, reliability=reliability(gate, details),
+        undefined=message is not None or any(math.isnan(_float(c.get("point"), math.nan)) for c in checks))
+
+
+def reliability(gate: str, details: dict[str, Any]) -> Reliability | None:
+    """Both pools' IRRs on the common items from an expectation's details (None when it reports none)."""
+    components = details.get("components") or {}
+    if gate == "normalized_cross_kappa":
+        crowd, crowd_high = components.get("irr_crowd"), components.get("irr_crowd_ci_high")
+    elif gate == "irr_baseline":  # its value is the crowd's IRR
+        crowd, crowd_high = details.get("value"), details.get("ci_high")
+    else:
+        return None
+    return Reliability(crowd=_float(crowd, math.nan), trusted=_float(components.get("irr_trusted"), math.nan),
+                       crowd_high=_float(crowd_high, math.nan),
+                       trusted_low=_float(components.get("irr_trusted_ci_low"), math.nan))
+
+
+def _float(value: Any, default: float) -> float:
+    """``value`` as a float when it is a finite number, else ``default``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return default
+    return float(value)
 
 
 def _metric_rows(outcome: Outcome) -> dict[str, dict[str, Any]]:

@@ -1,19 +1,23 @@
 """Checks a gate can make before it starts anything heavy: the input files exist and their headers hold the columns.
 
-Only the header is read (a CSV's first line, a Parquet file's schema), so a misnamed column or a missing file is
-reported in a fraction of a second, before the tables are loaded and before Prefect or Great Expectations start. The
-full validation (``labelgate.pipeline.validation``) still runs on the loaded rows.
+Only the header is read (a CSV's first line, a Parquet file's schema), so a misnamed column, a missing file or a table
+wider than :data:`~labelgate.pipeline.limits.MAX_COLUMNS` is reported in a fraction of a second, before the tables are
+loaded and before Prefect or Great Expectations start; the table loader (:mod:`labelgate.pipeline.sources.tables`) reads
+the header with the same function before it parses a file. The full validation (``labelgate.pipeline.validation``)
+still runs on the loaded rows. This module stays free of pandas: the CLI runs it first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 from pathlib import Path
+from typing import IO, Any
 
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import GateConfig, Source
-
-_HEADER_BYTES = 1 << 20  # a header line longer than this is not a header
+from labelgate.pipeline.limits import MAX_COLUMNS, MAX_HEADER_CHARS
 
 
 def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Path | None) -> None:
@@ -24,8 +28,9 @@ def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Pa
     Raises
     ------
     InputError
-        No batch given, a file that does not exist, or a required column missing from a header; the message names
-        the file and the column.
+        No batch given, a file that does not exist, a header wider than the limit
+        (:data:`~labelgate.pipeline.limits.MAX_COLUMNS`), or a required column missing from a header; the message
+        names the file and the column.
     """
     one_table = trusted is None and not config.trusted.path and config.trusted.format != "sql"
     checked = []
@@ -41,7 +46,7 @@ def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Pa
         checked.append(path)
         if not path.is_file():
             raise InputError(f"The {role} file {path} does not exist.", Reason.MISSING_SETTING, table=role)
-        header = read_header(path, source.format)
+        header = set(read_header(path, source.format, role))
         for column, what in required_columns(config, with_pool=one_table):
             if column not in header:
                 raise InputError(f"Column {column!r} (the {what}) is missing from the {role} file {path.name}; it "
@@ -60,20 +65,109 @@ def required_columns(config: GateConfig, *, with_pool: bool) -> list[tuple[str, 
     return needed
 
 
-def read_header(path: Path, fmt: str = "auto") -> set[str]:
-    """The column names of a CSV or Parquet file, read from its header only."""
-    parquet = fmt == "parquet" or (fmt == "auto" and path.suffix.lower() in {".parquet", ".pq"})
-    if parquet:
-        import pyarrow.parquet as pq
+def read_header(path: Path, fmt: str = "auto", role: str = "input") -> list[str]:
+    """The column names of a CSV or Parquet file, read from its header only, within the limits.
 
+    A CSV's first line is read (at most :data:`~labelgate.pipeline.limits.MAX_HEADER_CHARS` characters, through
+    the file's compression: ``.gz``, ``.bz2``, ``.xz``, ``.zip``, ``.zst``); a Parquet file's schema is read from
+    its footer.
+
+    Raises
+    ------
+    InputError
+        The header has more than :data:`~labelgate.pipeline.limits.MAX_COLUMNS` columns, a CSV header line is
+        longer than the limit, or the file cannot be read; the message names the file, the count and the limit.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "batch.csv"
+    >>> _ = p.write_text("item_id,rater_id,label\\n1,a,pos\\n")
+    >>> read_header(p)
+    ['item_id', 'rater_id', 'label']
+    """
+    suffixes = [s.lower() for s in path.suffixes]
+    # a file given on the command line for a SQL source is read by its extension, like any other
+    if fmt == "parquet" or (fmt in ("auto", "sql") and suffixes and suffixes[-1] in (".parquet", ".pq")):
         try:
-            return set(pq.read_schema(path).names)
+            import pyarrow.parquet as pq
+
+            names = list(pq.read_schema(path).names)
+        except ImportError:
+            raise InputError(f"Reading the Parquet {role} file {str(path)!r} needs pyarrow, which is not "
+                             "installed; install pyarrow or convert the file to CSV.", Reason.UNREADABLE_INPUT,
+                             file=str(path)) from None
         except Exception as exc:  # not a Parquet file, or unreadable: say which
-            raise InputError(f"{path.name} is not a readable Parquet file ({exc}).", Reason.MISSING_SETTING) from None
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        line = handle.readline(_HEADER_BYTES)
-    row = next(csv.reader([line]), [])
-    return set(row)
+            raise InputError(f"The {role} file {path.name} is not a readable Parquet file ({exc}).",
+                             Reason.UNREADABLE_INPUT, file=str(path)) from None
+        _check_width(len(names), f"the {role} file {str(path)!r}", str(path))
+        return names
+    try:
+        line = _first_line(path, MAX_HEADER_CHARS)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"Cannot read the header of the {role} file {str(path)!r}: {exc}",
+                         Reason.UNREADABLE_INPUT, file=str(path)) from None
+    line = line.rstrip("\r\n")
+    try:
+        names = next(csv.reader([line], delimiter=_separator(path)), [])
+    except csv.Error as exc:  # e.g. a name longer than the csv module's field limit
+        names, problem = [], f"cannot be read as CSV ({exc})"
+    else:
+        problem = ""
+    _check_width(len(names), f"the {role} file {str(path)!r}", str(path), at_least=len(line) > MAX_HEADER_CHARS)
+    if len(line) > MAX_HEADER_CHARS:
+        problem = f"is longer than the limit of {MAX_HEADER_CHARS} characters; is it a CSV file with a header row?"
+    if problem:
+        raise InputError(f"The header line of the {role} file {str(path)!r} {problem}", Reason.UNREADABLE_INPUT,
+                         file=str(path))
+    return names
+
+
+def _check_width(n_columns: int, what: str, file: str | None, *, at_least: bool = False) -> None:
+    if n_columns > MAX_COLUMNS:
+        count = f"at least {n_columns}" if at_least else str(n_columns)
+        raise InputError(f"{what[0].upper()}{what[1:]} has {count} columns, more than the limit of {MAX_COLUMNS}; "
+                         "a long table needs an item, a rater, a pool and one label column per question.",
+                         Reason.UNREADABLE_INPUT, file=file, n_columns=n_columns)
+
+
+def _separator(path: Path) -> str:
+    return "\t" if ".tsv" in [s.lower() for s in path.suffixes] else ","
+
+
+def _first_line(path: Path, limit: int) -> str:
+    """The file's first line as text (UTF-8, a byte-order mark dropped; at most ``limit + 1`` characters), read
+    through its compression (by extension); empty when pandas must say what is wrong (e.g. no zstandard)."""
+    suffix = path.suffix.lower()
+    text: dict[str, Any] = {"encoding": "utf-8-sig", "errors": "replace", "newline": ""}
+    with contextlib.ExitStack() as stack:
+        if suffix in (".gz", ".bz2", ".xz"):
+            import bz2
+            import gzip
+            import lzma
+
+            opener: Any = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}[suffix]
+            handle: IO[str] = stack.enter_context(opener(path, "rt", **text))
+        elif suffix == ".zip":
+            import zipfile
+
+            archive = stack.enter_context(zipfile.ZipFile(path))
+            members = archive.namelist()
+            if len(members) != 1:  # pandas reads a single-file archive only, and says so itself
+                return ""
+            handle = stack.enter_context(io.TextIOWrapper(archive.open(members[0]), **text))
+        elif suffix == ".zst":
+            try:
+                import zstandard
+            except ImportError:  # pandas needs it as well, and says so when it reads the file
+                return ""
+            raw = stack.enter_context(zstandard.ZstdDecompressor().stream_reader(stack.enter_context(
+                open(path, "rb"))))
+            handle = stack.enter_context(io.TextIOWrapper(raw, **text))
+        else:
+            handle = stack.enter_context(open(path, **text))
+        return handle.readline(limit + 1)
+    return ""  # pragma: no cover - ExitStack does not swallow exceptions
 
 
 def _path(source: Source, given: str | Path | None) -> Path | None:

@@ -4,8 +4,9 @@ Each table (the crowd batch and the trusted replication, validated separately) i
 pandera schema built from the configuration (:func:`build_schema`):
 
 * item, rater and pool ids: present, non-empty, read as text; the pool is the expected one;
-* the label of every question: within its categories (nominal/ordinal), or a finite number within the
-  listed categories, if any (interval/ratio; non-negative for ratio);
+* the label of every question: at most :data:`~labelgate.pipeline.limits.MAX_LABEL_CHARS` characters long, within
+  its categories (nominal/ordinal), or a finite number within the listed categories, if any (interval/ratio;
+  non-negative for ratio);
 * one judgement per (item, rater) within each pool (and question).
 
 Validation is lazy: every failure of every row is collected. Rows that fail go to the *quarantine*
@@ -35,6 +36,7 @@ from pandera.errors import SchemaErrors
 from labelgate.core.labels import label_key, label_number, plain_label
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
+from labelgate.pipeline.limits import MAX_CATEGORIES, MAX_LABEL_CHARS, shown
 from labelgate.pipeline.sources import as_str, question_value
 
 NUMERIC_LEVELS = ("interval", "ratio")
@@ -121,7 +123,8 @@ def categories_for(config: GateConfig, question: Question,
         An ordinal question whose trusted labels are not numbers (their order would be alphabetical: list
         the categories in order in the config), or an invalid explicit list.
     InputError
-        The label column is missing, or the trusted replication has no label for the question.
+        The label column is missing, the trusted replication has no label for the question, or it uses more
+        than :data:`~labelgate.pipeline.limits.MAX_CATEGORIES` distinct labels.
 
     Examples
     --------
@@ -144,14 +147,24 @@ def categories_for(config: GateConfig, question: Question,
                          question=question.name)
     numbers = [_number(v) for v in labels]
     if all(n is not None for n in numbers):
-        return tuple(sorted({n for n in numbers if n is not None}))
+        return _bounded(tuple(sorted({n for n in numbers if n is not None})), question, key)
     if question.level == "ordinal":
-        shown = sorted(map(str, labels))[:_LIST_MAX]
-        raise ConfigError(f"Question {question.name!r} is ordinal but its trusted labels {shown} are not "
+        listed = ", ".join(shown(v) for v in sorted(map(str, labels))[:_LIST_MAX])
+        raise ConfigError(f"Question {question.name!r} is ordinal but its trusted labels [{listed}] are not "
                           f"numbers, so their order is unknown; list the categories in order in '{key}'.",
                           key=key)
     distinct = {label_key(v): plain_label(v) for v in labels}  # " pos" and "pos" are one category
-    return tuple(sorted(distinct.values(), key=lambda v: (type(v).__name__, str(v))))
+    return _bounded(tuple(sorted(distinct.values(), key=lambda v: (type(v).__name__, str(v)))), question, key)
+
+
+def _bounded(categories: tuple[Any, ...], question: Question, key: str) -> tuple[Any, ...]:
+    """The categories found in the trusted replication, refused beyond :data:`MAX_CATEGORIES`."""
+    if len(categories) > MAX_CATEGORIES:
+        raise InputError(f"The trusted replication uses {len(categories)} distinct labels for question "
+                         f"{question.name!r}, more than the limit of {MAX_CATEGORIES} categories; is the label column "
+                         f"free text? List the categories in '{key}' to check the labels against them.",
+                         Reason.TOO_MANY_CATEGORIES, question=question.name, n_categories=len(categories))
+    return categories
 
 
 def all_categories(config: GateConfig, trusted_df: pd.DataFrame) -> dict[str, tuple[Any, ...] | None]:
@@ -280,9 +293,9 @@ def _unique_keys(config: GateConfig) -> list[str]:
 def _label_column(question: Question, categories: Sequence[Any] | None, *, nullable: bool) -> pa.Column:
     if question.level not in NUMERIC_LEVELS:
         allowed = list(categories or ())
-        checks = [] if categories is None else [pa.Check(lambda s: s.isin(allowed), name="category")]
+        checks = [_SHORT] + ([] if categories is None else [pa.Check(lambda s: s.isin(allowed), name="category")])
         return pa.Column(None, nullable=nullable, checks=checks)
-    checks = [pa.Check(lambda s: _to_float(s).notna(), name="numeric"),
+    checks = [_SHORT, pa.Check(lambda s: _to_float(s).notna(), name="numeric"),
               pa.Check(lambda s: ~np.isinf(_to_float(s)), name="finite")]
     if categories is not None:
         allowed = [float(c) for c in categories]
@@ -290,6 +303,18 @@ def _label_column(question: Question, categories: Sequence[Any] | None, *, nulla
     if question.level == "ratio":
         checks.append(pa.Check(lambda s: ~(_to_float(s) < 0), name="non_negative"))
     return pa.Column(None, nullable=nullable, checks=checks)
+
+
+def _short_enough(values: pd.Series) -> pd.Series:
+    """False where a label is a text longer than :data:`~labelgate.pipeline.limits.MAX_LABEL_CHARS` characters."""
+    if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
+        return pd.Series(True, index=values.index)
+    # lengths of the distinct labels only: a batch repeats a handful of labels over millions of rows
+    too_long = [v for v in pd.unique(values.astype(object)) if isinstance(v, str) and len(v) > MAX_LABEL_CHARS]
+    return ~values.isin(too_long) if too_long else pd.Series(True, index=values.index)
+
+
+_SHORT = pa.Check(_short_enough, name="too_long")
 
 
 def _to_float(values: pd.Series) -> pd.Series:
@@ -363,7 +388,7 @@ def validate(df: pd.DataFrame, config: GateConfig,
     work = df.reset_index(drop=True)
     cases = _validate_rows(work, config, cats, pool)
     bad = np.asarray(sorted(cases["index"].unique()), dtype=np.int64) if len(cases) else np.zeros(0, np.int64)
-    reasons, counts = _reasons(cases, work, config, cats, pool)
+    reasons, counts = _reasons(cases, work, config, cats, pool, df.index)
     good = np.setdiff1d(np.arange(len(df)), bad)
     valid = _valid_rows(df, work, good, config)
     quarantine = df.iloc[bad].copy()
@@ -487,9 +512,11 @@ def _failures(schema: pa.DataFrameSchema, frame: pd.DataFrame,
 
 # ------------------------------------------------------------------------------------------- reasons
 def _reasons(cases: pd.DataFrame, work: pd.DataFrame, config: GateConfig,
-             cats: Mapping[str, Sequence[Any] | None],
-             pool: str | None) -> tuple[dict[int, str], dict[str, int]]:
-    """Reason text per failing row position, and the number of rows failing each column:check."""
+             cats: Mapping[str, Sequence[Any] | None], pool: str | None,
+             rows: pd.Index) -> tuple[dict[int, str], dict[str, int]]:
+    """Reason text per failing row position, and the number of rows failing each column:check.
+
+    ``rows`` is the validated table's index: a message names a row as the quarantine's ``_row`` does."""
     by_row: dict[int, set[str]] = {}
     hits: set[tuple[int, str]] = set()
     if not len(cases):
@@ -502,7 +529,8 @@ def _reasons(cases: pd.DataFrame, work: pd.DataFrame, config: GateConfig,
         check = str(row.check).split("(")[0]
         check = {"not_nullable": "not_null"}.get(check, check)
         value = _plain(row.failure_case)
-        text = _explain(str(row.column), check, value, row.question, levels, cats, expected)
+        text = _explain(str(row.column), check, value, row.question, levels, cats, expected,
+                        rows[int(row.index)])
         by_row.setdefault(int(row.index), set()).add(text)
         hits.add((int(row.index), f"{row.column}:{check}"))
     if unique.any():
@@ -516,27 +544,30 @@ def _reasons(cases: pd.DataFrame, work: pd.DataFrame, config: GateConfig,
 
 
 def _explain(column: str, check: str, value: Any, question: str | None, levels: Mapping[str, str],
-             cats: Mapping[str, Sequence[Any] | None], expected_pool: str) -> str:
+             cats: Mapping[str, Sequence[Any] | None], expected_pool: str, row: Any) -> str:
     question = question if isinstance(question, str) else None
     of = f" (question {question!r})" if question else ""
+    quoted = shown(value)  # a value is quoted cut short: a megabyte label must not become a megabyte message
     if check == "not_null":
         text = f"missing value{of}"
     elif check == "non_empty":
-        text = f"{value!r} is empty"
+        text = f"{quoted} is empty"
     elif check == "pool":
-        text = f"{value!r} is not {expected_pool}"
+        text = f"{quoted} is not {expected_pool}"
+    elif check == "too_long":
+        text = f"row {row}: {quoted} is longer than the limit of {MAX_LABEL_CHARS} characters{of}"
     elif check == "category":
-        shown = list(cats.get(question or "") or ())
-        more = f" (+{len(shown) - _LIST_MAX} more)" if len(shown) > _LIST_MAX else ""
-        text = f"{value!r} is not one of the categories {shown[:_LIST_MAX]}{more} of question {question!r}"
+        listed = list(cats.get(question or "") or ())
+        more = f" (+{len(listed) - _LIST_MAX} more)" if len(listed) > _LIST_MAX else ""
+        text = f"{quoted} is not one of the categories {listed[:_LIST_MAX]}{more} of question {question!r}"
     elif check == "numeric":
-        text = f"{value!r} is not a number, but question {question!r} is {levels.get(question or '')}"
+        text = f"{quoted} is not a number, but question {question!r} is {levels.get(question or '')}"
     elif check == "finite":
-        text = f"{value!r} is not finite{of}"
+        text = f"{quoted} is not finite{of}"
     elif check == "non_negative":
-        text = f"{value!r} is negative, but question {question!r} is ratio"
+        text = f"{quoted} is negative, but question {question!r} is ratio"
     else:
-        text = f"{value!r} failed{of}"
+        text = f"{quoted} failed{of}"
     return f"{column}: {check}: {text}"
 
 

@@ -1,8 +1,11 @@
-"""Loading a configuration: YAML (``yaml.safe_load``) → a strict pydantic model, relative paths resolved.
+"""Loading a configuration: YAML (safe loader, no aliases) → a strict pydantic model, relative paths resolved.
 
 One loader serves the gate (:class:`~labelgate.pipeline.config.GateConfig`) and the monitor
 (:class:`~labelgate.pipeline.config.MonitorConfig`): errors name the file and the key path, and every relative path
-the file sets resolves against the file's folder.
+the file sets resolves against the file's folder. A file larger than
+:data:`~labelgate.pipeline.limits.MAX_CONFIG_BYTES` and YAML anchors and aliases are refused before anything is
+built: an alias expands to a copy of what it names, so a few nested aliases (an "alias bomb") expand a kilobyte
+into billions of nodes.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from labelgate.pipeline.config.models import ConfigError, GateConfig
+from labelgate.pipeline.limits import MAX_CONFIG_BYTES, shown
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 GateT = TypeVar("GateT", bound="GateConfig")
@@ -25,8 +29,9 @@ def load_config(path: str | Path, model: type[ConfigT] = GateConfig) -> ConfigT:
     Raises
     ------
     ConfigError
-        The file is missing or not YAML, or a key is unknown or invalid; the message names the file and
-        the key path (e.g. ``gates[1].min_value``).
+        The file is missing, larger than :data:`~labelgate.pipeline.limits.MAX_CONFIG_BYTES`, not YAML or uses
+        YAML anchors or aliases, or a key is unknown or invalid; the message names the file and the key path
+        (e.g. ``gates[1].min_value``) and the value.
 
     Examples
     --------
@@ -38,16 +43,40 @@ def load_config(path: str | Path, model: type[ConfigT] = GateConfig) -> ConfigT:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:  # read one byte past the limit: a pipe or device has no size to check
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the configuration file ({exc.strerror}).",
                           file=str(path)) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: the configuration file is larger than the limit of {MAX_CONFIG_BYTES} bytes "
+                          "(1 MiB); a gate configuration is a few kilobytes.", file=str(path))
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)  # a SafeLoader: no arbitrary objects
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}).", file=str(path)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
     config = config_from_dict({} if data is None else data, source=str(path), model=model)
     return resolve_paths(config, path.resolve().parent) if isinstance(config, GateConfig) else config
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses anchors (``&name``) and aliases (``*name``, ``<<: *name``).
+
+    Refusing them at the first one, while composing, answers an alias bomb in the time it takes to read it; a
+    configuration never needs them (a gate applies to several questions by listing them).
+    """
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            kind = "alias" if isinstance(event, yaml.AliasEvent) else "anchor"
+            mark = event.start_mark
+            raise yaml.YAMLError(f"line {mark.line + 1}, column {mark.column + 1}: YAML {kind} "
+                                 f"{'*' if kind == 'alias' else '&'}{event.anchor} — anchors and aliases are not "
+                                 "allowed in a configuration; write the values out")
+        return super().compose_node(parent, index)
 
 
 def resolve_paths(config: GateT, base: Path) -> GateT:
@@ -97,6 +126,9 @@ def config_from_dict(data: Any, source: str = "<dict>",
         first = exc.errors()[0]
         key = _key_path(first["loc"])
         problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        value = first.get("input")  # the offending value itself; a whole section (a mapping) is not quoted
+        if first["type"] != "extra_forbidden" and (value is None or isinstance(value, (str, int, float))):
+            problem += f" (got {shown(value)})"
         more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
         raise ConfigError(f"{source}: {key or '<top level>'}: {problem}{more}.", file=source, key=key) from None
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from labelgate.core.estimate import DEFAULT_N_BOOT
 from labelgate.errors import LabelGateError, Reason
+from labelgate.pipeline.limits import MAX_CATEGORIES, MAX_N_BOOT
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 Decision = Literal["ACCEPT", "REJECT", "REVIEW", "ERROR"]
@@ -29,8 +31,9 @@ class ConfigError(LabelGateError, ValueError):
     default_code = Reason.INVALID_PARAMETER
 
 
-#: Every configuration model refuses unknown keys and is immutable once validated.
-STRICT = ConfigDict(extra="forbid", frozen=True)
+#: Every configuration model refuses unknown keys and is immutable once validated; no number in a configuration
+#: may be NaN or infinite (``.nan`` passed as a threshold once failed only in the measure step, after the load).
+STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _Strict(BaseModel):
@@ -78,7 +81,41 @@ class Question(_Strict):
     label_column: str | None = None
     question_value: str | None = None
     level: Level = "nominal"
-    categories: list[Any] | None = None
+    categories: list[Any] | None = Field(default=None, max_length=MAX_CATEGORIES)
+
+
+#: Threshold keys of a gate, checked against :data:`THRESHOLD_RANGES`.
+THRESHOLD_KEYS = ("min_value", "max_value", "tolerance", "min_ratio", "max_excess", "margin")
+
+#: ``(gate type, key) -> (low, high, low inclusive, what)``: the values a threshold can take. κ-type coefficients,
+#: α and normalized κx are compared with thresholds in [-1, 1]; SPA is a probability; a difference of two IRRs is
+#: at most 2 apart; a ratio of IRRs is positive; the ICC gap lies in [0, 1] for a required margin.
+THRESHOLD_RANGES: dict[tuple[str, str], tuple[float, float, bool, str]] = {
+    ("normalized_cross_kappa", "min_value"): (-1.0, 1.0, True, "normalized κx"),
+    ("cross_kappa", "min_value"): (-1.0, 1.0, True, "κx"),
+    ("spa", "min_value"): (0.0, 1.0, True, "SPA, a probability"),
+    ("spa", "max_value"): (0.0, 1.0, True, "SPA, a probability"),
+    ("irr_baseline", "tolerance"): (0.0, 2.0, True, "an allowed shortfall of one IRR below another"),
+    ("irr_baseline", "max_excess"): (0.0, 2.0, True, "an allowed excess of one IRR over another"),
+    ("irr_baseline", "min_ratio"): (0.0, math.inf, False, "a ratio of two IRRs"),
+    ("labeler_icc", "margin"): (0.0, 1.0, True, "a gap between two ICCs"),
+}
+
+
+def _check_threshold(gate_type: str, key: str, value: float | None) -> None:
+    """Raise ``ValueError`` naming the range when a threshold is outside it (the loader adds the key and value)."""
+    if value is None:
+        return
+    bounds = THRESHOLD_RANGES.get((gate_type, key))
+    if bounds is None:
+        if key == "margin" and value == 0.0:  # the default of every gate; only labeler_icc reads it
+            return
+        raise ValueError(f"not a threshold of gate type {gate_type!r}")
+    low, high, closed, what = bounds
+    inside = (low <= value if closed else low < value) and value <= high
+    if not inside:
+        span = f"{'[' if closed else '('}{low:g}, {high:g}]" if math.isfinite(high) else f"> {low:g}"
+        raise ValueError(f"outside the range of {what}, {span}, for gate type {gate_type!r}")
 
 
 class Gate(_Strict):
@@ -101,6 +138,14 @@ class Gate(_Strict):
     irr: IrrName = "krippendorff_alpha"
     weighting: SpaWeighting = "annotations_m1"
 
+    @field_validator(*THRESHOLD_KEYS)
+    @classmethod
+    def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
+        # `type` is declared first, so it is validated (or failed) before any threshold
+        if "type" in info.data and info.field_name is not None:
+            _check_threshold(info.data["type"], info.field_name, value)
+        return value
+
     @model_validator(mode="after")
     def _thresholds(self) -> Gate:
         needs = {"normalized_cross_kappa": ("min_value",), "cross_kappa": ("min_value",)}
@@ -120,12 +165,13 @@ class Interval(_Strict):
     """Bootstrap settings shared by all expectations."""
 
     ci: float | None = Field(default=0.95, gt=0, lt=1)
-    n_boot: int = Field(default=DEFAULT_N_BOOT, ge=2)
+    n_boot: int = Field(default=DEFAULT_N_BOOT, ge=2, le=MAX_N_BOOT)
     seed: int | None = 0
     use_ci_bound: bool = True
     # The per-rater diagnostics and the disattenuated correlation are for the report, not the decision; their
     # bootstrap runs per rater and costs more per resample, hence a resample count of their own.
-    diagnose_n_boot: int = Field(default=500, ge=2, description="Resamples of the report-only diagnostics.")
+    diagnose_n_boot: int = Field(default=500, ge=2, le=MAX_N_BOOT,
+                                 description="Resamples of the report-only diagnostics.")
 
 
 class Validation(_Strict):

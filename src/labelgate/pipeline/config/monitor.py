@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from labelgate.pipeline.config.loading import config_from_dict, load_config
 from labelgate.pipeline.config.models import STRICT, GateConfig, Question
+from labelgate.pipeline.limits import MAX_N_BOOT
 
 MetricName = Literal["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
 WindowMetric = Literal["spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa"]
@@ -142,7 +143,7 @@ class MonitorSettings(_Strict):
     spa_weighting: Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"] = (
         "annotations_m1"
     )
-    n_boot: int = Field(default=500, ge=2, description="Bootstrap resamples of the window intervals.")
+    n_boot: int = Field(default=500, ge=2, le=MAX_N_BOOT, description="Bootstrap resamples of the window intervals.")
     drift: Drift = Drift()
     raters: RaterChecks = RaterChecks()
     alert_on: list[Literal["open", "close"]] = ["open", "close"]

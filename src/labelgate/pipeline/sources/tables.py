@@ -4,6 +4,10 @@ Ids (item, rater, pool, question) are read as strings, so ``007`` stays ``"007"`
 coerced per question level by :mod:`labelgate.pipeline.validation`. In CSV files only an empty cell is missing:
 ``NA``, ``null`` or ``None`` are kept as text, so a label is never turned into a missing value behind the user's
 back. SQL sources go through :func:`labelgate.pipeline.sources.sql.read_sql` (the URL stays in the environment).
+
+A file's header is read first (:func:`labelgate.pipeline.preflight.read_header`: a CSV's first line, a Parquet file's
+schema) and a table of more than :data:`~labelgate.pipeline.limits.MAX_COLUMNS` columns is refused before pandas
+parses it: parsing the header of a 200,000-column CSV alone takes pandas longer than a gate should wait.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
+from labelgate.pipeline.limits import MAX_COLUMNS
+from labelgate.pipeline.preflight import read_header
 from labelgate.pipeline.sources.sql import read_query
 
 if TYPE_CHECKING:
@@ -55,7 +61,9 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
     ------
     InputError
         The file is missing or unreadable (message names the path), the extension is unknown, Parquet
-        support (pyarrow) is not installed, the environment variable is unset, or the query fails.
+        support (pyarrow) is not installed, the environment variable is unset, or the query fails; the table
+        has more than :data:`~labelgate.pipeline.limits.MAX_COLUMNS` columns (checked on a file's header before
+        it is parsed).
 
     Examples
     --------
@@ -70,6 +78,9 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
     fmt: str = source.format
     if fmt == "sql" and path is None:
         table = read_query(source.url_env, source.query or "", f"the {role} query")
+        if len(table.columns) > MAX_COLUMNS:
+            raise InputError(f"The {role} query's result has {len(table.columns)} columns, more than the limit of "
+                             f"{MAX_COLUMNS}.", Reason.UNREADABLE_INPUT, n_columns=len(table.columns))
     else:
         file = path if path is not None else source.path
         if file is None:
@@ -99,6 +110,7 @@ def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.D
     if not path.is_file():
         problem = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise InputError(f"The {role} file {str(path)!r} {problem}.", Reason.UNREADABLE_INPUT, file=str(path))
+    read_header(path, fmt, role)  # refuses a too wide table before pandas parses it
     try:
         if fmt == "parquet":
             return pd.read_parquet(path)

@@ -1,0 +1,53 @@
+"""The documented limits of LabelGate's inputs, in one place.
+
+Every limit is checked at the boundary where the input enters — the configuration loader and models, the table
+loader, the pre-flight header check and row validation — so that an input beyond it is refused at once with a
+message naming the key, column or file and the value, instead of running until killed. ``README.md`` ("Limits")
+lists them.
+
+Attributes
+----------
+MAX_N_BOOT : int
+    Bootstrap resamples (``interval.n_boot``, ``interval.diagnose_n_boot``, ``monitor.n_boot``). 100,000
+    resamples already give percentile ends accurate to the third decimal; more only costs time.
+MAX_CATEGORIES : int
+    Categories of one question, listed in the configuration or found in the trusted replication. Agreement over
+    more than a thousand categories is free text, not labels, and the per-item count tables grow with it.
+MAX_CONFIG_BYTES : int
+    Size of a configuration file (1 MiB; the commented example is about 5 KiB).
+MAX_COLUMNS : int
+    Columns of an input table, checked on the header before the table is parsed.
+MAX_HEADER_CHARS : int
+    Characters of a CSV header line: 10,000 columns of up to 100 characters each.
+MAX_LABEL_CHARS : int
+    Characters of one label; a longer label is an invalid row (quarantined), not a category.
+"""
+
+from __future__ import annotations
+
+MAX_N_BOOT = 100_000
+MAX_CATEGORIES = 1_000
+MAX_CONFIG_BYTES = 1 << 20
+MAX_COLUMNS = 10_000
+MAX_HEADER_CHARS = 1 << 20
+MAX_LABEL_CHARS = 1_000
+
+#: Characters of a value quoted in an error or quarantine message (longer values are cut, with their length).
+SHOWN_CHARS = 40
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARS` characters with the full length when longer.
+
+    Examples
+    --------
+    >>> shown("pos")
+    "'pos'"
+    >>> shown("x" * 5000)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… (5000 characters)"
+    """
+    text = repr(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    size = len(value) if isinstance(value, str) else len(text)
+    return f"{text[:SHOWN_CHARS]}… ({size} characters)"
