@@ -18,6 +18,7 @@ import typer
 
 from labelgate.cli._output import Debug, fail, first_line, num, safe
 from labelgate.gate.decision import EXIT_CODES
+from labelgate.pipeline.limits import MAX_N_BOOT
 
 if TYPE_CHECKING:
     from labelgate.core.ratings import Level
@@ -194,7 +195,7 @@ def metrics(
     label: Annotated[str, typer.Option(help="Label column.")] = "label",
     pool: Annotated[str, typer.Option(help="Pool column (two pools: cross-replication metrics too).")] = "pool",
     ci: Annotated[float | None, typer.Option(help="Interval level; 0 for none.")] = 0.95,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    n_boot: Annotated[int, typer.Option(min=2, max=MAX_N_BOOT, help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     duplicates: Annotated[str, typer.Option(help="A rater judging an item twice: error | first | last.")] = "error",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -290,7 +291,7 @@ def demo(
     out: Annotated[Path, typer.Option("--out", help="Folder for data, reports and the results store.")] = Path(
         "labelgate-demo"),
     n_items: Annotated[int, typer.Option(help="Items per batch.")] = 2000,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
+    n_boot: Annotated[int, typer.Option(min=2, max=MAX_N_BOOT, help="Bootstrap resamples.")] = 1000,
 ) -> None:
     """Generate example data, gate a good and a bad batch, and print where the reports are."""
     out = out.resolve()

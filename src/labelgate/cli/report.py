@@ -54,23 +54,17 @@ def parse_since(text: str | None, now: datetime | None = None) -> datetime | Non
 
 
 def load_any_config(path: str | Path) -> Any:
-    """A monitor configuration when the file has a ``monitor`` section (and the monitor is installed),
-    else a gate configuration."""
-    import yaml
-
-    from labelgate.pipeline.config import load_config
+    """A monitor configuration when the file has a ``monitor`` section, else a gate configuration (both through the
+    one loader: size bounded, YAML aliases refused, errors naming the file and the key)."""
+    from labelgate.pipeline.config import load_config, load_monitor_config
+    from labelgate.pipeline.config.loading import read_yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(Path(path))
+    except Exception:
         data = None  # load_config reports the problem with the file name
     if isinstance(data, Mapping) and "monitor" in data:
-        try:
-            from labelgate.pipeline.config import load_monitor_config
-        except ImportError:
-            pass
-        else:
-            return load_monitor_config(path)
+        return load_monitor_config(path)
     return load_config(path)
 
 

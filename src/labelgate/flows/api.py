@@ -35,5 +35,6 @@ def require_api() -> None:
     except urllib.error.HTTPError as exc:
         problem = f"HTTP {exc.code}"
     except (OSError, ValueError) as exc:
-        problem = type(exc).__name__ if not getattr(exc, "reason", None) else str(exc.reason)
+        reason = getattr(exc, "reason", None)  # urllib's URLError carries the socket error here
+        problem = str(reason) if reason else type(exc).__name__
     raise OrchestratorError(f"The Prefect API at {url} is not reachable ({problem}); the batch was not gated.")

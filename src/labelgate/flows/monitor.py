@@ -23,6 +23,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from labelgate.flows.markdown import markdown_text
 from labelgate.monitor.engine import Monitor
 from labelgate.pipeline.sources.deliveries import Delivery
 
@@ -87,9 +88,9 @@ def _artifacts(summary: dict[str, Any]) -> None:
     rows, lines = (
         [],
         [
-            f"# LabelGate monitor `{summary['monitor']}`",
+            f"# LabelGate monitor {markdown_text(summary['monitor'])}",
             "",
-            f"{summary['n_new']} new judgement(s) in pass `{summary['pass_id']}`",
+            f"{summary['n_new']} new judgement(s) in pass {markdown_text(summary['pass_id'])}",
             "",
         ],
     )
@@ -108,8 +109,9 @@ def _artifacts(summary: dict[str, Any]) -> None:
             )
         for event in q.get("events") or []:
             lines.append(
-                f"- **{event['transition']}** [{question}] {event['metric']} ({event['kind']}) since "
-                f"{event['since']}: {event['reason']}"
+                f"- **{markdown_text(event['transition'])}** \\[{markdown_text(question)}\\] "
+                f"{markdown_text(event['metric'])} ({markdown_text(event['kind'])}) since "
+                f"{markdown_text(event['since'])}: {markdown_text(event['reason'])}"
             )
     create_markdown_artifact(
         key="labelgate-monitor", markdown="\n".join(lines), description="LabelGate monitor"

@@ -210,11 +210,11 @@ def decide(outcomes: list[Outcome], *, coverage_problems: list[str] | None = Non
     reasons: list[str] = []
     warnings: list[str] = []
     for problem in (coverage_problems or []) + (validation_problems or []):
-        decision = _worse(decision, "REVIEW")
+        decision = worse(decision, "REVIEW")
         reasons.append(problem)
     blocking = [o for o in outcomes if o.severity == "blocking"]
     if not blocking:
-        decision = _worse(decision, "REVIEW")
+        decision = worse(decision, "REVIEW")
         reasons.append("no blocking expectation was evaluated, so nothing supports an ACCEPT")
     for o in outcomes:
         verdict = o.verdict
@@ -226,12 +226,13 @@ def decide(outcomes: list[Outcome], *, coverage_problems: list[str] | None = Non
         if o.severity == "warning" and verdict != "error":  # an unusable reference is no warning
             warnings.append(line)
             continue
-        decision = _worse(decision, _DECISION_OF[verdict])
+        decision = worse(decision, _DECISION_OF[verdict])
         reasons.append(line)
     return GateDecision(decision=decision, reasons=reasons, warnings=warnings)
 
 
-def _worse(a: Decision, b: Decision) -> Decision:
+def worse(a: Decision, b: Decision) -> Decision:
+    """The decision that outranks the other (ERROR > REJECT > REVIEW > ACCEPT)."""
     return a if _RANK[a] >= _RANK[b] else b
 
 

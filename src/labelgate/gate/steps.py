@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
-from labelgate.gate.decision import GateDecision, Outcome, decide
+from labelgate.gate.decision import GateDecision, Outcome, decide, worse
 from labelgate.pipeline import sources as io
 from labelgate.pipeline import validation
 from labelgate.pipeline.config import GateConfig, Question
@@ -110,9 +110,10 @@ def canonical_frame(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFra
 
 def decide_batch(prepared: Prepared, coverage_problems: list[str], measured: Measured) -> GateDecision:
     """The batch decision: validation rejection, coverage and expectation outcomes."""
-    if prepared.rejection:
+    if prepared.rejection:  # invalid rows reject the batch, unless the measurement found something worse (ERROR)
         base = decide(measured.outcomes, coverage_problems=coverage_problems)
-        return GateDecision("REJECT", [prepared.rejection, *base.reasons], base.warnings + prepared.warnings)
+        return GateDecision(worse("REJECT", base.decision), [prepared.rejection, *base.reasons],
+                            base.warnings + prepared.warnings)
     result = decide(measured.outcomes, coverage_problems=coverage_problems)
     return GateDecision(result.decision, result.reasons, result.warnings + prepared.warnings + measured.skipped)
 

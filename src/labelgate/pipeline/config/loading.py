@@ -42,21 +42,7 @@ def load_config(path: str | Path, model: type[ConfigT] = GateConfig) -> ConfigT:
     0.4
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as handle:  # read one byte past the limit: a pipe or device has no size to check
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the configuration file ({exc.strerror}).",
-                          file=str(path)) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: the configuration file is larger than the limit of {MAX_CONFIG_BYTES} bytes "
-                          "(1 MiB); a gate configuration is a few kilobytes.", file=str(path))
-    try:
-        data = yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)  # a SafeLoader: no arbitrary objects
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}).", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
+    data = read_yaml(path)
     config = config_from_dict({} if data is None else data, source=str(path), model=model)
     return resolve_paths(config, path.resolve().parent) if isinstance(config, GateConfig) else config
 
@@ -77,6 +63,32 @@ class _NoAliasLoader(yaml.SafeLoader):
                                  f"{'*' if kind == 'alias' else '&'}{event.anchor} — anchors and aliases are not "
                                  "allowed in a configuration; write the values out")
         return super().compose_node(parent, index)
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML document of a configuration file, bounded in size, without anchors or aliases.
+
+    Raises
+    ------
+    ConfigError
+        The file cannot be read, is larger than the limit, is not UTF-8, is not YAML or uses anchors or aliases.
+    """
+    try:
+        with open(path, "rb") as handle:  # read one byte past the limit: a pipe or device has no size to check
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration file ({exc.strerror}).",
+                          file=str(path)) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: the configuration file is larger than the limit of {MAX_CONFIG_BYTES} bytes "
+                          "(1 MiB); a gate configuration is a few kilobytes.", file=str(path))
+    try:
+        data = yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)  # a SafeLoader: no arbitrary objects
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}).", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
+    return data
 
 
 def resolve_paths(config: GateT, base: Path) -> GateT:
