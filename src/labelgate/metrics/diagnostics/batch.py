@@ -1,0 +1,122 @@
+r"""The diagnostics of a whole batch: :func:`rater_diagnostics` and the :func:`design_summary` of a pool."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from labelgate.core.ratings import Ratings, common_categories
+from labelgate.errors import ParameterError, check_option
+from labelgate.metrics._engine import make_rng
+from labelgate.metrics.diagnostics.blocks import distance_kind, kappa_finalize
+from labelgate.metrics.diagnostics.intervals import rater_bootstrap
+from labelgate.metrics.diagnostics.pairs import collusion_partners
+from labelgate.metrics.diagnostics.rows import rater_rows_from_sums
+from labelgate.metrics.diagnostics.sums import rater_sums
+
+IntervalMethod = Literal["bootstrap", "delta"]
+
+
+def rater_diagnostics(pool: Ratings, trusted: Ratings | None = None, *, pool_name: str = "crowd",
+                      ci: float | None = 0.95, n_boot: int = 1000, seed: Any = None,
+                      interval: IntervalMethod = "bootstrap", min_agreement: float = 0.2,
+                      min_shared_items: int = 10, collusion_margin: float = 0.3, min_pair_items: int = 20,
+                      center: float | None = None) -> list[dict[str, Any]]:
+    r"""One row per rater of ``pool``: agreement with the trusted pool and co-raters, volume, bias, flags.
+
+    Parameters
+    ----------
+    pool : Ratings
+        The raters to diagnose (e.g. the crowd).
+    trusted : Ratings, optional
+        The trusted replication of (some of) the same items; items are matched by id. Without it the
+        trusted fields are None and ``low_agreement`` uses the leave-one-out interval.
+    pool_name : str, default "crowd"
+        Written in the ``pool`` field.
+    ci : float or None, default 0.95
+        Interval level (None: no interval, no ``low_agreement`` flag).
+    n_boot : int, default 1000
+        Bootstrap resamples per rater (``interval="bootstrap"``).
+    seed : int or Generator, optional
+        Bootstrap seed.
+    interval : {"bootstrap", "delta"}, default "bootstrap"
+        Per-rater percentile bootstrap over the rater's items, or delta-method (Wald) interval.
+    min_agreement : float, default 0.2
+        ``low_agreement`` when the agreement interval lies entirely below it.
+    min_shared_items : int, default 10
+        Trusted items a rater needs to be judged on its trusted kappa (else on the leave-one-out one,
+        if it has that many co-rated items; else not judged).
+    collusion_margin : float, default 0.3
+        See :func:`evaluate_pairs`.
+    min_pair_items : int, default 20
+        Co-rated items a pair needs before it can be flagged.
+    center : float, optional
+        Centre of the values for moment sums (interval/ratio); default the first value.
+
+    Returns
+    -------
+    list of dict
+        Keys ``rater_id, pool, n_ratings, n_shared_items, kappa_vs_trusted, kappa_ci_low, kappa_ci_high,
+        loo_agreement, bias, flags, partners`` (the report contract) and ``loo_ci_low, loo_ci_high,
+        n_loo_items, agreement_basis`` ("trusted" | "peers" | None). NaN is None.
+
+    Notes
+    -----
+    Cost :math:`O(N + \sum_i n_i^2)`: one row per judgement and the co-rating pairs that exist; the
+    bootstrap costs ``n_boot`` gathers of the rows. See :mod:`labelgate.metrics.diagnostics` for the
+    definitions.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> crowd = lg.Ratings.from_long({"item_id": [1, 1, 2, 2, 3, 3], "rater_id": list("ababab"),
+    ...                               "label": list("xxyyxy")})
+    >>> trusted = lg.Ratings.from_long({"item_id": [1, 2, 3], "rater_id": list("ttt"), "label": list("xyx")})
+    >>> rows = rater_diagnostics(crowd, trusted, ci=None)
+    >>> [(r["rater_id"], r["kappa_vs_trusted"], r["n_shared_items"]) for r in rows]
+    [('a', 1.0, 3), ('b', 0.4, 3)]
+    """
+    check_option(interval, ("bootstrap", "delta"), "interval", "rater_diagnostics")
+    if ci is not None and not (isinstance(ci, (int, float)) and 0 < float(ci) < 1):
+        raise ParameterError(f"The 'ci' parameter of rater_diagnostics must be None or a level in (0, 1); "
+                             f"got {ci!r}.", parameter="ci", value=ci)
+    if trusted is not None:
+        pool, trusted = common_categories(pool, trusted)
+    kind, q = distance_kind(pool.level), pool.n_categories
+    sums, extra = rater_sums(pool, trusted, center=center)
+    partners = collusion_partners(extra["pairs"], sums.pair_agree, sums.pair_total,
+                                  margin=collusion_margin, min_items=min_pair_items)
+    named = {g: [pool.rater_labels[h] for h in hs] for g, hs in partners.items()}
+    t_int = l_int = None
+    if ci is not None and interval == "bootstrap":
+        finalize = kappa_finalize(kind, q)
+        order = np.argsort(pool.rater_codes, kind="stable")
+        rng = make_rng(seed)  # one generator: the trusted and the peer resamples are independent
+        t_int, l_int = (rater_bootstrap(extra[f"{basis}_rows"], extra[f"{basis}_mask"], pool.rater_codes, order,
+                                        pool.n_raters, finalize, n_boot=n_boot, rng=rng, level=float(ci))
+                        for basis in ("trusted", "loo"))
+    return rater_rows_from_sums([_plain(x) for x in pool.rater_labels], sums, kind=kind, q=q,
+                                pool_name=pool_name, ci=ci, trusted_interval=t_int, loo_interval=l_int,
+                                partners=named, min_agreement=min_agreement,
+                                min_shared_items=min_shared_items)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python scalar (rater ids go into JSON rows)."""
+    return value.item() if hasattr(value, "item") and getattr(value, "ndim", 1) == 0 else value
+
+
+def design_summary(r: Ratings, pool: str) -> dict[str, dict[str, Any]]:
+    """Ratings-per-item distribution of a pool: ``{pool: {n_items, n_ratings, ratings_per_item_hist}}``.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> design_summary(lg.Ratings.from_wide([[1, 1, None], [0, 1, 1]]), "crowd")
+    {'crowd': {'n_items': 2, 'n_ratings': 5, 'ratings_per_item_hist': {2: 1, 3: 1}}}
+    """
+    per_item = r.ratings_per_item[r.ratings_per_item > 0]
+    sizes, counts = np.unique(per_item, return_counts=True)
+    return {pool: {"n_items": int(per_item.size), "n_ratings": int(r.n_ratings),
+                   "ratings_per_item_hist": {int(s): int(c) for s, c in zip(sizes, counts, strict=True)}}}
