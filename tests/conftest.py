@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -20,6 +24,41 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 SHARED_DATA = Path(os.environ.get("LABELGATE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05, *,
+             give_up: Callable[[], bool] | None = None, what: str = "the condition") -> Any:
+    """Poll ``predicate`` until it returns a truthy value, and return that value.
+
+    Tests that wait on wall-clock events (a server starting, a scheduled run, another thread taking a lock) wait on
+    the event itself, with a bound generous enough for a loaded CI machine, never on a fixed sleep: a fixed sleep is
+    either too short under load (a flaky failure) or wasted time. ``give_up`` ends the wait early (e.g. the process
+    being waited on has exited).
+
+    Raises
+    ------
+    TimeoutError
+        When ``timeout`` seconds pass, or ``give_up()`` is true, before the predicate holds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if give_up is not None and give_up():
+            raise TimeoutError(f"gave up waiting for {what}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not happen within {timeout:g} s")
+        time.sleep(interval)
+
+
+def prefect_api_healthy(api: str) -> bool:
+    """Whether the Prefect API at ``api`` (``http://host:port/api``) answers its health check (a predicate to poll)."""
+    try:
+        with urllib.request.urlopen(f"{api}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session")

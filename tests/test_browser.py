@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from conftest import wait_for
 from labelgate.reporting.report import write_gate_report, write_monitor_report
 from test_report import HOSTILE_LABEL, HOSTILE_RATER, gate_summary, history, questions
 
@@ -70,12 +71,12 @@ class Browser:
                 "--remote-allow-origins=*", "--hide-scrollbars", "--window-size=1280,1000", "about:blank"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log.open("wb"))
         port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + TIMEOUT
-        while not (port_file.exists() and len(port_file.read_text().split()) >= 2):
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                self.close()
-                pytest.fail(f"Chromium did not start; its log:\n{self.log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.1)
+        try:
+            wait_for(lambda: port_file.exists() and len(port_file.read_text().split()) >= 2, timeout=TIMEOUT,
+                     interval=0.1, give_up=lambda: self.process.poll() is not None, what="Chromium's DevTools port")
+        except TimeoutError:
+            self.close()
+            pytest.fail(f"Chromium did not start; its log:\n{self.log.read_text(errors='replace')[-2000:]}")
         port, path = port_file.read_text().split()[:2]
         self.ws = ws_client.connect(f"ws://127.0.0.1:{port}{path}", max_size=None, open_timeout=TIMEOUT)
         self.ids = itertools.count(1)

@@ -96,6 +96,14 @@ def test_category_relabelling_invariance(spec, opts):
     rng = np.random.default_rng(2)
     wide = _random_wide(rng, 30, _raters(spec), 4)
     other = _random_wide(rng, 30, _raters(spec), 4)
+    if opts.get("weights") == "ratio":
+        # Ratio weights depend on (x_c - x_k)/(x_c + x_k): not on the scale's unit, but on its direction and origin.
+        cats = [1.0, 2.0, 3.0, 4.0]
+        base = _run(spec, opts, wide + 1, level="ratio", categories=cats, other=other + 1)
+        moved = _run(spec, opts, 2.5 * (wide + 1), level="ratio", categories=[2.5 * c for c in cats],
+                     other=2.5 * (other + 1))
+        assert _single_value(spec, moved) == pytest.approx(_single_value(spec, base), abs=1e-12)
+        return
     ordered = opts.get("weights", "identity") != "identity"
     level = "ordinal" if ordered or "ordinal" in spec.levels else "nominal"
     level = level if level in spec.levels else "nominal"
@@ -240,7 +248,10 @@ def test_degeneracy_does_not_depend_on_the_units(spec, opts):
     wide = np.full((4, _raters(spec)), np.nan)  # 3 pairable items: residues at every scale below (tried)
     wide[0, 0], wide[1:, :] = 0.0, 1.0
     base = _run(spec, opts, wide, level="interval")
-    for scale, shift in ((1.7156, -5.0), (3.3, 0.1), (0.7, 0.3), (2.9, -1.1)):
+    moves = ((1.7156, -5.0), (3.3, 0.1), (0.7, 0.3), (2.9, -1.1))
+    if opts.get("weights") == "ratio":  # ratio weights need values >= 0 and keep their origin: scalings only
+        moves = tuple((scale, 0.0) for scale, _ in moves)
+    for scale, shift in moves:
         moved = _run(spec, opts, wide * scale + shift, level="interval")
         if math.isnan(float(base)):
             assert math.isnan(float(moved)) and moved.reason_code == base.reason_code, (scale, shift, moved)

@@ -17,9 +17,12 @@ item and categories nobody used. Relations read from irrCAC's installed source (
   single-rated items for ``gwet`` and ``conger``; for ``fleiss_kappa`` it pools the ratings and
   equals statsmodels (and irrCAC) when every item has the same number of ratings.
 * ``bp`` has no marginals: equal as is.
-* irrCAC linear/quadratic weights use the category *values*; LabelGate uses ranks for
-  nominal/ordinal labels and values for interval/ratio labels. Ordinal designs are given to irrCAC
-  recoded to ranks; interval designs as they are (unequally spaced values).
+* Every weighting of the handbook (identity, linear, quadratic, ordinal, radical, ratio, circular,
+  bipolar) and random custom matrices. irrCAC's weights use the category *values*; LabelGate uses
+  the ranks 1..q for nominal/ordinal labels and the values for interval/ratio labels. Ordinal
+  designs are given to irrCAC recoded to ranks 1..q; interval designs as they are (unequally spaced
+  values). Ratio weights need positive values (irrCAC refuses 0): with them the interval designs
+  are shifted by +3.5 (values in [0.5, 12.5]) and read at the ratio level.
 * scikit-learn's weights use the positions of ``labels``: we pass the full category list, so they
   are LabelGate's ranks. scikit-learn needs complete pairs: on incomplete two-rater data it is
   given the items both raters judged, which is what ``cohen_kappa`` uses.
@@ -45,10 +48,11 @@ import labelgate as lg
 import oracles
 from labelgate.metrics._engine import evaluate
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
+from labelgate.metrics.weights import WEIGHTS as ALL_WEIGHTS
 
 TOL = 1e-9
 N_SEEDS = 120
-WEIGHTS = ("identity", "linear", "quadratic")
+WEIGHTS = ("identity", "linear", "quadratic")  # scikit-learn's
 
 
 def same(a: float, b: float) -> bool:
@@ -78,11 +82,19 @@ def without_singles(X: np.ndarray) -> np.ndarray:
 def to_ranks(X: np.ndarray, cats: list[float]) -> np.ndarray:
     out = np.full_like(X, np.nan)
     for k, c in enumerate(cats):
-        out[X == c] = k
+        out[X == c] = k + 1
     return out
 
 
-def irrcac(X: np.ndarray, cats: list[float], weights: str, method: str) -> dict:
+def weighted_design(X: np.ndarray, cats: list[float], level: str, weights: str,
+                    ) -> tuple[np.ndarray, list[float], str]:
+    """The design as it is, or for ratio weights on interval values, shifted to positive values at the ratio level."""
+    if weights == "ratio" and level == "interval":
+        return X + 3.5, [c + 3.5 for c in cats], "ratio"
+    return X, cats, level
+
+
+def irrcac(X: np.ndarray, cats: list[float], weights: str | np.ndarray, method: str) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = getattr(CAC(pd.DataFrame(X), weights=weights, categories=list(cats), digits=15), method)()
@@ -90,9 +102,9 @@ def irrcac(X: np.ndarray, cats: list[float], weights: str, method: str) -> dict:
 
 
 def irrcac_input(X: np.ndarray, cats: list[float], level: str) -> tuple[np.ndarray, list[float]]:
-    """irrCAC weights come from category values: give it ranks when LabelGate uses ranks."""
+    """irrCAC weights come from category values: give it ranks 1..q when LabelGate uses ranks."""
     if level in ("nominal", "ordinal"):
-        return to_ranks(X, cats), [float(k) for k in range(len(cats))]
+        return to_ranks(X, cats), [float(k + 1) for k in range(len(cats))]
     return X, cats
 
 
@@ -177,19 +189,20 @@ def test_cohen_kappa_vs_sklearn_on_items_both_rated(weights):
 IRRCAC_LEVELS = ["ordinal", "interval"]
 
 
-@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("weights", ALL_WEIGHTS)
 @pytest.mark.parametrize("level", IRRCAC_LEVELS)
 def test_bennett_s_vs_irrcac_bp(weights, level):
     # Brennan-Prediger has no marginals: equal on the full data, single-rated items included.
     compared = 0
-    for seed, X, cats in designs(level, 5):
-        est = lg.bennett_s(lg.Ratings.from_wide(X, level=level, categories=cats), weights=weights)
+    for seed, X0, cats0 in designs(level, 5):
+        X, cats, at = weighted_design(X0, cats0, level, weights)
+        est = lg.bennett_s(lg.Ratings.from_wide(X, level=at, categories=cats), weights=weights)
         if math.isnan(est.value):
             assert est.reason_code is not None
             continue
         if (counts(X) > 0).sum() < 2:  # irrCAC's variance divides by n(n-1) over rated items
             continue
-        peer = irrcac(*irrcac_input(X, cats, level), weights, "bp")
+        peer = irrcac(*irrcac_input(X, cats, at), weights, "bp")
         assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
         assert same(est.details["p_o"], peer["pa"])
         compared += 1
@@ -211,13 +224,14 @@ HANDBOOK = {"gwet": build_gwet_ac, "conger": build_conger_kappa, "fleiss": build
 
 
 @pytest.mark.parametrize("method", sorted(HANDBOOK))
-@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("weights", ALL_WEIGHTS)
 @pytest.mark.parametrize("level", IRRCAC_LEVELS)
 def test_handbook_coefficients_vs_irrcac_on_sparse_designs(method, weights, level):
     # The default definition is Gwet's: equal to irrCAC at full precision, single-rated items included.
     compared = with_singles = 0
-    for seed, X, cats in designs(level, 6):
-        r = lg.Ratings.from_wide(X, level=level, categories=cats)
+    for seed, X0, cats0 in designs(level, 6):
+        X, cats, at = weighted_design(X0, cats0, level, weights)
+        r = lg.Ratings.from_wide(X, level=at, categories=cats)
         est = evaluate(method, HANDBOOK[method](r, weights=weights), ci=None, n_boot=0, seed=None)
         if est.reason_code == lg.Reason.NO_PAIRABLE_ITEMS:
             assert (counts(X) < 2).all()  # irrCAC divides by the number of pairable items: 0/0
@@ -227,8 +241,9 @@ def test_handbook_coefficients_vs_irrcac_on_sparse_designs(method, weights, leve
         if est.reason_code == lg.Reason.NO_EXPECTED_DISAGREEMENT:
             assert same(est.details["p_e"], 1.0)  # irrCAC's fleiss raises ZeroDivisionError on this 0/0
             continue
-        peer = irrcac(*irrcac_input(rated_columns(X), cats, level), weights, method)
+        peer = irrcac(*irrcac_input(rated_columns(X), cats, at), weights, method)
         assert same(est.details["p_o"], peer["pa"]), (seed, X.tolist(), cats)
+        assert same(lg.percent_agreement(r, weights).value, peer["pa"])
         assert same(est.details["p_e"], peer["pe"]), (seed, est.details, peer, X.tolist(), cats)
         if not math.isnan(est.value):
             assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
@@ -238,33 +253,33 @@ def test_handbook_coefficients_vs_irrcac_on_sparse_designs(method, weights, leve
     assert with_singles >= N_SEEDS // 4, with_singles  # the sparse case is really exercised
 
 
-@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("weights", ALL_WEIGHTS)
 @pytest.mark.parametrize("level", IRRCAC_LEVELS)
 def test_public_handbook_coefficients_are_the_builders(weights, level):
     # gwet_ac / conger_kappa / fleiss_kappa / scott_pi are the builders above with their default marginals.
-    for _seed, X, cats in designs(level, 12):
-        r = lg.Ratings.from_wide(X, level=level, categories=cats)
-        for public, method in ((lg.gwet_ac, "gwet"), (lg.conger_kappa, "conger")):
+    for _seed, X0, cats0 in designs(level, 12):
+        X, cats, at = weighted_design(X0, cats0, level, weights)
+        r = lg.Ratings.from_wide(X, level=at, categories=cats)
+        for public, method in ((lg.gwet_ac, "gwet"), (lg.conger_kappa, "conger"), (lg.fleiss_kappa, "fleiss"),
+                               (lg.scott_pi, "fleiss")):
             built = evaluate(method, HANDBOOK[method](r, weights=weights), ci=None, n_boot=0, seed=None)
             assert same(public(r, weights).value, built.value)
-        if weights == "identity":
-            built = evaluate("fleiss", build_fleiss_kappa(r), ci=None, n_boot=0, seed=None)
-            assert same(lg.fleiss_kappa(r).value, built.value) and same(lg.scott_pi(r).value, built.value)
 
 
-@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("weights", ALL_WEIGHTS)
 @pytest.mark.parametrize("level", IRRCAC_LEVELS)
 @pytest.mark.parametrize("method", ["gwet", "conger"])
 def test_pairable_marginals_option_is_irrcac_without_single_rated_items(method, weights, level):
     compared = differ = 0
-    for seed, X, cats in designs(level, 7):
-        r = lg.Ratings.from_wide(X, level=level, categories=cats)
+    for seed, X0, cats0 in designs(level, 7):
+        X, cats, at = weighted_design(X0, cats0, level, weights)
+        r = lg.Ratings.from_wide(X, level=at, categories=cats)
         est = evaluate(method, HANDBOOK[method](r, weights=weights, marginals="pairable_items"), ci=None, n_boot=0,
                        seed=None)
         reduced = without_singles(X)
         if math.isnan(est.value) or reduced.shape[0] < 2:
             continue
-        peer = irrcac(*irrcac_input(reduced, cats, level), weights, method)
+        peer = irrcac(*irrcac_input(reduced, cats, at), weights, method)
         assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, X.tolist(), cats)
         assert same(est.details["p_o"], peer["pa"]) and same(est.details["p_e"], peer["pe"])
         handbook = evaluate(method, HANDBOOK[method](r, weights=weights), ci=None, n_boot=0, seed=None)

@@ -14,12 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from conftest import prefect_api_healthy, wait_for
 from labelgate.monitor import count_passes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,15 +45,12 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def wait_healthy(port: int, process: subprocess.Popen, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as response:
-                if response.status == 200:
-                    return True
-        except OSError:
-            time.sleep(0.5)
-    return False
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        return wait_for(lambda: prefect_api_healthy(api), timeout=timeout, interval=0.5,
+                        give_up=lambda: process.poll() is not None, what="a healthy Prefect server")
+    except TimeoutError:
+        return False
 
 
 def write_config(root: Path) -> Path:
@@ -136,15 +133,21 @@ def test_scheduled_deployment_runs_at_least_two_passes(prefect_server, tmp_path)
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    seen = {"passes": 0, "runs": 0}
+
+    def two_scheduled_runs_completed() -> bool:
+        seen["passes"] = count_passes(str(config))
+        seen["runs"] = completed_runs(prefect_server["url"]) if seen["passes"] >= 2 else 0
+        return seen["runs"] >= 2
+
     try:
-        deadline, passes, runs = time.monotonic() + 150, 0, 0
-        while time.monotonic() < deadline and runner.poll() is None:
-            passes = count_passes(str(config))
-            runs = completed_runs(prefect_server["url"]) if passes >= 2 else 0
-            if runs >= 2:
-                break
-            time.sleep(1)
+        try:  # each check reads the store and the API: once a second is enough
+            wait_for(two_scheduled_runs_completed, timeout=150, interval=1,
+                     give_up=lambda: runner.poll() is not None, what="two completed scheduled runs")
+        except TimeoutError:
+            pass  # the assertions below say what was missing
         log.flush()
+        passes, runs = seen["passes"], seen["runs"]
         assert passes >= 2, f"{passes} pass(es); runner log:\n{(tmp_path / 'runner.log').read_text()[-3000:]}"
         assert runs >= 2, f"{runs} completed scheduled flow run(s)"
     finally:

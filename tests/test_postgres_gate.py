@@ -20,8 +20,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +29,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from conftest import prefect_api_healthy, wait_for
 from labelgate.flows.gate import gate_backlog_flow, run_gate_flow
 from labelgate.gate import measure as measure_step
 from labelgate.pipeline.run_lock import run_lock
@@ -125,11 +126,11 @@ def prefect_on_postgres(admin_engine, tmp_path_factory, request):
                                str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     api = f"http://127.0.0.1:{port}/api"
     try:
-        deadline = time.monotonic() + 180
-        while not _healthy(api):
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.skip(f"the Prefect server on PostgreSQL did not start; see {home / 'server.log'}")
-            time.sleep(0.5)
+        try:
+            wait_for(lambda: prefect_api_healthy(api), timeout=180, interval=0.5, give_up=lambda: server.poll() is not None,
+                     what="the Prefect server on PostgreSQL")
+        except TimeoutError:
+            pytest.skip(f"the Prefect server on PostgreSQL did not start; see {home / 'server.log'}")
         with temporary_settings(updates={PREFECT_API_URL: api}):
             yield
     finally:
@@ -155,14 +156,6 @@ def _drain_prefect_workers() -> None:
             worker.drain_all(timeout=10)
         except Exception:  # best effort: only the teardown's noise depends on it
             pass
-
-
-def _healthy(api: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{api}/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -225,21 +218,33 @@ def lock_store(request, tmp_path):
 def test_run_lock_queues_one_key_and_not_another(lock_store):
     events: list[tuple[str, str, float]] = []
 
-    def hold(key: str, label: str, seconds: float) -> None:
+    def entered(label: str) -> bool:
+        return any(kind == "in" and who == label for kind, who, _ in events)
+
+    def hold(key: str, label: str, until: Callable[[], bool] | None = None) -> None:
         with run_lock(lock_store, key):
             events.append(("in", label, time.monotonic()))
-            time.sleep(seconds)
+            if until is not None:
+                wait_for(until, timeout=60, what=f"the condition {label} holds its lock for")
             events.append(("out", label, time.monotonic()))
 
-    first = threading.Thread(target=hold, args=("batch-a", "a1", 0.5))
+    def other_key_entered_and_same_key_queued() -> bool:
+        # Another key gets its lock while a1 holds batch-a (a bounded wait: a lock that blocked it times out).
+        wait_for(lambda: entered("b"), timeout=60, what="the other key's lock")
+        # a2 cannot announce that it is blocked inside the lock call: this short pause is the time window in which
+        # it queues. The assertion on a2 holds whatever its length (it only makes the check meaningful).
+        time.sleep(0.2)
+        return True
+
+    first = threading.Thread(target=hold, args=("batch-a", "a1", other_key_entered_and_same_key_queued))
     first.start()
-    time.sleep(0.15)
-    same = threading.Thread(target=hold, args=("batch-a", "a2", 0.0))
-    other = threading.Thread(target=hold, args=("batch-b", "b", 0.0))
+    wait_for(lambda: entered("a1"), timeout=60, what="the first holder's lock")
+    same = threading.Thread(target=hold, args=("batch-a", "a2"))
+    other = threading.Thread(target=hold, args=("batch-b", "b"))
     same.start()
     other.start()
     for thread in (first, same, other):
-        thread.join(timeout=30)
+        thread.join(timeout=90)
     at = {(kind, label): t for kind, label, t in events}
     assert at[("in", "a2")] >= at[("out", "a1")]  # the same key waited for the first holder
     assert at[("in", "b")] < at[("out", "a1")]  # another key did not

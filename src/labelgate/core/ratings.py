@@ -36,6 +36,17 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 
+class RaterSlot(int):
+    """Placeholder rater of :meth:`Ratings.from_counts`: the position of a rating on its item, not a person.
+
+    A count table has no rater identity; metrics that need one (Conger's and Cohen's κ) recognise these labels
+    and refuse the ratings.
+    """
+
+    def __repr__(self) -> str:
+        return f"RaterSlot({int(self)})"
+
+
 @dataclass(frozen=True)
 class _Column:
     """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing."""
@@ -167,6 +178,141 @@ class Ratings:
         return cls._from_factorized(items, raters, values, level=level, categories=categories,
                                     duplicates="error", missing="drop", value_column="value",
                                     row_labels=None)
+
+    @classmethod
+    def from_contingency(cls, table: Any, categories: Sequence[Any] | None = None, *, level: Level = "nominal",
+                         raters: tuple[Any, Any] = (0, 1)) -> Ratings:
+        r"""Build two raters' ratings from their q x q contingency table.
+
+        Cell ``(k, l)`` is the number of items the first rater (rows) put in
+        category ``k`` and the second (columns) in category ``l``; every item is
+        rated by both (the input of irrCAC's ``*.table`` functions, Gwet 2014,
+        ch. 2). The result holds ``2 n`` judgements on :math:`n = \sum_{kl} n_{kl}`
+        items, so every metric applies; Cohen's κ of it is the table's κ.
+
+        Parameters
+        ----------
+        table : DataFrame, 2-D array or nested sequence
+            Non-negative integer counts, square. A DataFrame's index (equal to
+            its columns) gives the categories unless ``categories`` is passed.
+        categories : sequence, optional
+            The q categories of the rows and columns, in order. Default: the
+            DataFrame's index, else ``0..q-1``.
+        level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
+            Measurement level; interval/ratio categories must be numbers.
+        raters : pair, default (0, 1)
+            Labels of the row rater and the column rater.
+
+        Raises
+        ------
+        InputError
+            Not a square table of non-negative integer counts, or no count.
+        ParameterError
+            ``categories`` of the wrong length, with duplicates, or not numbers for interval/ratio.
+
+        Examples
+        --------
+        >>> import labelgate as lg
+        >>> r = lg.Ratings.from_contingency([[13, 0, 0], [0, 20, 7], [0, 4, 56]],
+        ...                                 categories=["Ectopic", "AIU", "NIU"])
+        >>> r.n_items, r.n_raters, round(float(lg.cohen_kappa(r)), 4)
+        (100, 2, 0.7964)
+        """
+        check_option(level, LEVELS, "level", "Ratings.from_contingency")
+        counts, row_labels, column_labels = _count_table(table, "contingency table")
+        if counts.shape[0] != counts.shape[1]:
+            raise InputError(f"A contingency table must be square (q x q); got {counts.shape[0]} x "
+                             f"{counts.shape[1]}.", Reason.EMPTY_INPUT)
+        if categories is None and row_labels is not None:
+            if list(row_labels) != list(column_labels or []):
+                raise InputError(f"The contingency table's rows {list(row_labels)} and columns "
+                                 f"{list(column_labels or [])} must list the same categories in the same order "
+                                 "(or pass 'categories').", Reason.UNKNOWN_CATEGORY)
+            categories = row_labels
+        cats = _count_categories(categories, counts.shape[1], level, "Ratings.from_contingency")
+        if len(set(map(_python_scalar, raters))) != 2:
+            raise ParameterError(f"'raters' must be two distinct labels; got {raters!r}.", parameter="raters")
+        q = len(cats)
+        cell = np.repeat(np.arange(q * q, dtype=np.int64), counts.ravel())  # one entry per item
+        n = cell.size
+        items = np.arange(n, dtype=np.int64)
+        return cls(np.concatenate([items, items]), np.repeat(np.arange(2, dtype=np.int64), n),
+                   np.concatenate([cell // q, cell % q]), item_labels=items.astype(object),
+                   rater_labels=np.asarray([_python_scalar(x) for x in raters], dtype=object),
+                   categories=cats, level=level)
+
+    @classmethod
+    def from_counts(cls, counts: Any, categories: Sequence[Any] | None = None, *, level: Level = "nominal",
+                    ) -> Ratings:
+        r"""Build from an items x categories count table: how many raters put each item in each category.
+
+        The input of irrCAC's ``*.dist`` functions (Gwet 2014): row ``i`` is an
+        item, cell ``(i, k)`` the number :math:`r_{ik}` of its ratings in
+        category ``k``; rows may have different totals (missing ratings) and
+        rows without a rating are dropped. The table says nothing about *who*
+        rated: the judgements are given placeholder raters (:class:`RaterSlot`,
+        the rating's position on its item), so only coefficients that need no
+        rater identity accept these ratings — percent agreement, specific
+        agreement, Brennan–Prediger, Fleiss' κ / Scott's π, Gwet's AC1/AC2,
+        Krippendorff's α, SPA. Conger's and Cohen's κ raise ``DesignError``.
+
+        The item x category counts are taken from the table as they are (the
+        sufficient statistic of these coefficients); the per-judgement codes
+        hold one entry per rating, never a raters x items array.
+
+        Parameters
+        ----------
+        counts : DataFrame, 2-D array or nested sequence
+            Non-negative integer counts, items x categories. A DataFrame's
+            index gives the item ids and its columns the categories.
+        categories : sequence, optional
+            The q categories of the columns, in order. Default: the
+            DataFrame's columns, else ``0..q-1``.
+        level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
+            Measurement level; interval/ratio categories must be numbers.
+
+        Raises
+        ------
+        InputError
+            Not a table of non-negative integer counts, no count, or a repeated item id in the index.
+        ParameterError
+            ``categories`` of the wrong length, with duplicates, or not numbers for interval/ratio.
+
+        Examples
+        --------
+        >>> import labelgate as lg
+        >>> r = lg.Ratings.from_counts([[0, 0, 0, 6, 0], [0, 3, 0, 0, 3], [0, 1, 4, 0, 1]])
+        >>> r.n_items, r.n_ratings, r.item_counts[2].tolist()
+        (3, 18, [0, 1, 4, 0, 1])
+        """
+        check_option(level, LEVELS, "level", "Ratings.from_counts")
+        table, row_labels, column_labels = _count_table(counts, "count table")
+        cats = _count_categories(column_labels if categories is None else categories, table.shape[1], level,
+                                 "Ratings.from_counts")
+        n_per_item = table.sum(axis=1)
+        rated = n_per_item > 0
+        table, n_per_item = table[rated], n_per_item[rated]
+        labels = np.empty(rated.size, dtype=object)  # filled one by one: ids may be tuples (a MultiIndex)
+        seen: set[Any] = set()
+        for position, label in enumerate(range(rated.size) if row_labels is None else row_labels):
+            if label in seen:
+                raise InputError(f"The count table's index has the item id {label!r} more than once; item ids "
+                                 "must be unique (reset the index, or pass the counts as an array).",
+                                 Reason.MISSING_ID, value=label)
+            seen.add(label)
+            labels[position] = label
+        q = len(cats)
+        cell = np.repeat(np.arange(table.size, dtype=np.int64), table.ravel())  # item-major: item = cell // q
+        item_codes = cell // q
+        first = np.cumsum(n_per_item) - n_per_item  # position of each item's first rating
+        slots = np.arange(cell.size, dtype=np.int64) - first[item_codes]
+        r = cls(item_codes, slots, cell % q, item_labels=labels[rated],
+                rater_labels=np.asarray([RaterSlot(k) for k in range(int(n_per_item.max()))], dtype=object),
+                categories=cats, level=level)
+        # the table is the item x category count statistic itself: no need to re-count the judgements
+        r.__dict__["item_counts"] = table
+        r.__dict__["ratings_per_item"] = n_per_item
+        return r
 
     @classmethod
     def _from_factorized(cls, items: _Column, raters: _Column, values: _Column, *, level: Level,
@@ -416,6 +562,41 @@ def _factorize(column: Any) -> _Column:
         uniques = np.asarray(list(lookup), dtype=object)
     codes[~missing] = inverse
     return _Column(codes, np.asarray(uniques, dtype=object))
+
+
+def _count_table(data: Any, what: str) -> tuple[IntArray, list[Any] | None, list[Any] | None]:
+    """A 2-D table of non-negative integer counts, with its row and column labels when it is a DataFrame."""
+    rows: list[Any] | None = None
+    columns: list[Any] | None = None
+    if hasattr(data, "to_numpy") and hasattr(data, "columns"):
+        rows = [_python_scalar(x) for x in data.index]
+        columns = [_python_scalar(x) for x in data.columns]
+        data = data.to_numpy()
+    try:
+        table = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"The {what} must hold numbers (counts).", Reason.NON_NUMERIC_VALUE) from None
+    if table.ndim != 2 or table.size == 0:
+        raise InputError(f"The {what} must be a non-empty 2-D table; got shape {table.shape}.", Reason.EMPTY_INPUT)
+    bad = np.argwhere(~np.isfinite(table) | (table < 0) | (table != np.round(table)))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        value = float(table[i, j])
+        raise InputError(f"The {what} must hold non-negative integer counts; cell ({i}, {j}) is {value!r}.",
+                         Reason.NON_NUMERIC_VALUE, row=i, value=value)
+    if table.sum() == 0:
+        raise InputError(f"The {what} has no rating (every count is 0).", Reason.EMPTY_INPUT)
+    return table.astype(np.int64), rows, columns
+
+
+def _count_categories(categories: Sequence[Any] | None, q: int, level: Level, function: str) -> tuple[Any, ...]:
+    """The categories of a count table's q columns: validated like an explicit list, default ``0..q-1``."""
+    given = list(range(q)) if categories is None else list(categories)
+    if len(given) != q:
+        raise ParameterError(f"{function}: 'categories' has {len(given)} entries but the table has {q} category "
+                             "columns.", parameter="categories")
+    cats, _ = _resolve_categories(np.asarray(given, dtype=object), given, level, "categories")
+    return cats
 
 
 def _is_missing(arr: np.ndarray) -> npt.NDArray[np.bool_]:

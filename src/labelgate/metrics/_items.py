@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from labelgate.core.ratings import FloatArray, IntArray, Ratings
-from labelgate.errors import ParameterError
+from labelgate.core.ratings import FloatArray, IntArray, RaterSlot, Ratings
+from labelgate.errors import DesignError, Reason
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -17,8 +17,6 @@ else:
 
     sp = lazy("scipy.sparse")
 
-Weights = Literal["identity", "linear", "quadratic"]
-WEIGHTS: tuple[Weights, ...] = ("identity", "linear", "quadratic")
 #: Which items feed the chance-agreement marginals: every rated item (Gwet 2014) or only the pairable ones.
 Marginals = Literal["all_rated_items", "pairable_items"]
 MARGINALS: tuple[Marginals, ...] = ("all_rated_items", "pairable_items")
@@ -89,27 +87,6 @@ def excluded_single(r: Ratings) -> int:
     return int((r.ratings_per_item == 1).sum())
 
 
-def weight_matrix(r: Ratings, weights: str, function: str) -> FloatArray:
-    """Agreement weights ``w_ck`` (1 on the diagonal) from category positions.
-
-    Positions are the category ranks for nominal/ordinal levels and the
-    category values for interval/ratio levels (Gwet 2014, ch. 3):
-    linear ``1 - |x_c - x_k| / (x_max - x_min)``, quadratic
-    ``1 - (x_c - x_k)^2 / (x_max - x_min)^2``.
-    """
-    if weights not in WEIGHTS:
-        options = ", ".join(repr(w) for w in WEIGHTS)
-        raise ParameterError(f"The 'weights' parameter of {function} must be one of {options}; "
-                             f"got {weights!r}.", parameter="weights", value=weights)
-    q = r.n_categories
-    if weights == "identity" or q < 2:
-        return np.eye(q)
-    x = r.category_values
-    span = float(x.max() - x.min())
-    diff = np.abs(x[:, None] - x[None, :]) / span
-    return 1.0 - diff if weights == "linear" else 1.0 - diff**2
-
-
 def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
     """Weighted share of agreeing ordered rater pairs on each item (0 when not pairable).
 
@@ -143,3 +120,17 @@ def rater_category_totals(v: ItemView, mask: np.ndarray | None = None) -> FloatA
     rows, _ = v.rows_on_axis(mask)
     columns = r.rater_codes[rows] * r.n_categories + r.value_codes[rows]
     return np.bincount(columns, minlength=r.n_raters * r.n_categories).astype(np.float64)
+
+
+def require_rater_identity(r: Ratings, function: str) -> None:
+    """Refuse ratings without rater identity (:meth:`Ratings.from_counts`) in a coefficient that needs it.
+
+    Conger's and Cohen's chance agreement use each rater's own marginal distribution; the count table says how
+    many raters chose each category on an item, not who did.
+    """
+    if r.n_raters and isinstance(r.rater_labels[0], RaterSlot):
+        raise DesignError(f"{function} needs to know which rater gave each rating (rater-specific marginals), "
+                          "but these ratings come from an items x categories count table "
+                          "(Ratings.from_counts), which has no rater identity. Use fleiss_kappa, gwet_ac, "
+                          "bennett_s or krippendorff_alpha, or build the Ratings with from_long / from_wide / "
+                          "from_contingency.", Reason.INCOMPATIBLE_RATINGS, function=function)

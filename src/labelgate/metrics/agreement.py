@@ -46,14 +46,14 @@ from labelgate.metrics._items import (
     MARGINALS,
     ItemView,
     Marginals,
-    Weights,
     excluded_single,
     item_agreement,
     rater_category_block,
     rater_category_totals,
+    require_rater_identity,
     view,
-    weight_matrix,
 )
+from labelgate.metrics.weights import Weights, weight_matrix
 
 
 def _explain_chance(point: Components) -> tuple[Reason, str] | None:
@@ -151,9 +151,9 @@ def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights 
 
 
 def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
-                       marginals: Marginals = "all_rated_items") -> ItemStatistic:
-    v = _axis(r, codes, marginals, "fleiss_kappa")
-    w = weight_matrix(r, weights, "fleiss_kappa")
+                       marginals: Marginals = "all_rated_items", function: str = "fleiss_kappa") -> ItemStatistic:
+    v = _axis(r, codes, marginals, function)
+    w = weight_matrix(r, weights, function)
     on = v.marginal_items(marginals)
     pooled = marginals == "pairable_items"  # the pre-handbook definition pooled the ratings (Fleiss 1971)
 
@@ -181,6 +181,7 @@ def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = 
 
 def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
                        function: str = "conger_kappa", marginals: Marginals = "all_rated_items") -> ItemStatistic:
+    require_rater_identity(r, function)  # rater-specific marginals: positions on an item are not raters
     v = _axis(r, codes, marginals, function)
     w = weight_matrix(r, weights, function)
     n_raters, q = r.n_raters, r.n_categories
@@ -223,9 +224,14 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
     ----------
     r : Ratings
         The judgements; items with a single rating are excluded.
-    weights : {"identity", "linear", "quadratic"}, default "identity"
-        Partial credit for near-misses; with ``q`` categories at positions
-        ``x``, linear credit is ``1 - |x_c - x_k| / (x_max - x_min)``.
+    weights : str or array-like, default "identity"
+        Partial credit for near-misses: one of Gwet's (2014) weightings
+        ``"identity"``, ``"linear"``, ``"quadratic"``, ``"ordinal"``,
+        ``"radical"``, ``"ratio"``, ``"circular"``, ``"bipolar"`` on the
+        category positions ``x`` (ranks 1..q for nominal/ordinal labels, values
+        for interval/ratio; e.g. linear credit ``1 - |x_c - x_k| / (x_max - x_min)``;
+        every formula in :mod:`labelgate.metrics.weights`), or a q x q matrix
+        in the category order: symmetric, 1 on the diagonal, credits in [0, 1].
     ci : float, optional
         Confidence level of the item-bootstrap percentile interval (e.g. 0.95).
     n_boot : int, default 2000
@@ -263,7 +269,8 @@ def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = N
     :math:`p_e = \sum_{k,l} w_{kl} / q^2` (``1/q`` with identity weights), with
     ``q`` the number of categories (explicit list, or observed); :math:`p_a`
     over the pairable items. It has no marginals, so single-rated items play
-    no part (Gwet 2014; irrCAC ``bp``).
+    no part (Gwet 2014; irrCAC ``bp``). ``weights``, ``ci``, ``n_boot``,
+    ``seed``: as in :func:`percent_agreement`.
 
     Examples
     --------
@@ -276,20 +283,24 @@ def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = N
     return evaluate("bennett_s", build_bennett_s(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
 
 
-def fleiss_kappa(r: Ratings, *, marginals: Marginals = "all_rated_items", ci: float | None = None,
-                 n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
-    r"""Fleiss' kappa (multi-rater Scott's pi), Gwet's generalisation to missing ratings.
+def fleiss_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
+                 ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+    r"""Fleiss' kappa (multi-rater Scott's pi), Gwet's generalisation to missing ratings and weights.
 
-    .. math:: p_e = \sum_k \pi_k^2, \qquad \pi_k = \frac{1}{n} \sum_{i: r_i \ge 1} \frac{r_{ik}}{r_i}
+    .. math:: p_e = \sum_{k,l} w_{kl} \pi_k \pi_l, \qquad
+              \pi_k = \frac{1}{n} \sum_{i: r_i \ge 1} \frac{r_{ik}}{r_i}
 
-    over the ``n`` rated items (Gwet 2014; irrCAC ``fleiss``), and
-    :math:`p_a` over the pairable items. With the same number of ratings on
-    every item this is Fleiss (1971) exactly (statsmodels ``fleiss_kappa``).
+    over the ``n`` rated items (Gwet 2014, weighted generalised Fleiss; irrCAC
+    ``fleiss``), and :math:`p_a` over the pairable items. Unweighted
+    (:math:`p_e = \sum_k \pi_k^2`) with the same number of ratings on every
+    item this is Fleiss (1971) exactly (statsmodels ``fleiss_kappa``).
 
     Parameters
     ----------
     r : Ratings
-        The judgements.
+        The judgements (rater identity is not needed: :meth:`Ratings.from_counts` is accepted).
+    weights : str or array-like, default "identity"
+        As in :func:`percent_agreement`.
     marginals : {"all_rated_items", "pairable_items"}, default "all_rated_items"
         ``"pairable_items"`` is LabelGate's earlier definition: *pooled* marginals
         :math:`\pi_k = \sum_i r_{ik} / \sum_i r_i` over the pairable items
@@ -306,12 +317,16 @@ def fleiss_kappa(r: Ratings, *, marginals: Marginals = "all_rated_items", ci: fl
     0.4667
     """
     check_bootstrap_args(ci, n_boot, seed, "fleiss_kappa")
-    return evaluate("fleiss_kappa", build_fleiss_kappa(r, marginals=marginals), ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("fleiss_kappa", build_fleiss_kappa(r, weights=weights, marginals=marginals), ci=ci,
+                    n_boot=n_boot, seed=seed)
 
 
-def scott_pi(r: Ratings, *, marginals: Marginals = "all_rated_items", ci: float | None = None,
-             n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
-    """Scott's pi; Fleiss' kappa is its multi-rater form and is computed identically (same ``marginals``).
+def scott_pi(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
+             ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+    """Scott's pi; Fleiss' kappa is its multi-rater form, computed identically (same ``weights``, ``marginals``).
+
+    With two raters and complete data, weighted Scott's pi is irrCAC's ``scott`` of the contingency table
+    (:meth:`Ratings.from_contingency`).
 
     Examples
     --------
@@ -321,12 +336,13 @@ def scott_pi(r: Ratings, *, marginals: Marginals = "all_rated_items", ci: float 
     True
     """
     check_bootstrap_args(ci, n_boot, seed, "scott_pi")
-    return evaluate("scott_pi", build_fleiss_kappa(r, marginals=marginals), ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("scott_pi", build_fleiss_kappa(r, weights=weights, marginals=marginals, function="scott_pi"),
+                    ci=ci, n_boot=n_boot, seed=seed)
 
 
 def gwet_ac(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
             ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
-    r"""Gwet's AC1 (identity weights) / AC2 (linear or quadratic weights).
+    r"""Gwet's AC1 (identity weights) / AC2 (any other weighting).
 
     .. math:: p_e = \frac{\sum_{k,l} w_{kl}}{q(q-1)} \sum_k \pi_k (1 - \pi_k), \qquad
               \pi_k = \frac{1}{n} \sum_{i: r_i \ge 1} \frac{r_{ik}}{r_i}
@@ -338,8 +354,8 @@ def gwet_ac(r: Ratings, weights: Weights = "identity", *, marginals: Marginals =
     ----------
     r : Ratings
         The judgements.
-    weights : {"identity", "linear", "quadratic"}, default "identity"
-        As in :func:`percent_agreement`.
+    weights : str or array-like, default "identity"
+        As in :func:`percent_agreement` (AC2 with any weighting but identity).
     marginals : {"all_rated_items", "pairable_items"}, default "all_rated_items"
         ``"pairable_items"`` averages :math:`r_{ik}/r_i` over the pairable
         items only (LabelGate's earlier definition).
@@ -378,6 +394,11 @@ def conger_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Margin
     r, weights, ci, n_boot, seed
         As in :func:`gwet_ac`.
 
+    Raises
+    ------
+    DesignError
+        On ratings without rater identity (:meth:`Ratings.from_counts`).
+
     Examples
     --------
     >>> import labelgate as lg
@@ -393,7 +414,7 @@ def conger_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Margin
 
 def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
                 seed: Any = None) -> Estimate:
-    """Cohen's kappa (weighted with linear/quadratic weights) for exactly two raters.
+    """Cohen's kappa (weighted with any weighting of :func:`percent_agreement`) for exactly two raters.
 
     Uses the items both raters judged, for the marginals too; equals
     scikit-learn's ``cohen_kappa_score`` on those pairs. This is
@@ -403,7 +424,8 @@ def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None =
     Raises
     ------
     DesignError
-        When the data do not have exactly two raters.
+        When the data do not have exactly two raters, or no rater identity
+        (:meth:`Ratings.from_counts`; :meth:`Ratings.from_contingency` has it).
 
     Examples
     --------
@@ -413,6 +435,7 @@ def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None =
     0.5
     """
     check_bootstrap_args(ci, n_boot, seed, "cohen_kappa")
+    require_rater_identity(r, "cohen_kappa")
     if r.n_raters != 2:
         raise DesignError(f"cohen_kappa needs exactly two raters; these ratings have {r.n_raters}. "
                           "Use conger_kappa for more raters (it equals Cohen's kappa for two).",

@@ -28,6 +28,7 @@ from labelgate.metrics.icc import icc
 from labelgate.metrics.phi import phi_agreement
 from labelgate.metrics.spa import spa
 from labelgate.metrics.variance import item_icc, labeler_icc
+from labelgate.metrics.weights import WEIGHTS
 from labelgate.metrics.xcc import cross_correlation, disattenuated_correlation
 
 Kind = Literal["single", "cross", "per_category"]
@@ -95,10 +96,11 @@ class MetricSpec:
     complete_only: bool = False
 
 
-_WEIGHTS = ({"weights": "identity"}, {"weights": "linear"}, {"weights": "quadratic"})
+# Every weighting of Gwet's handbook (labelgate.metrics.weights); a custom matrix depends on the number of
+# categories, so it is tested in tests/test_weights.py.
+_WEIGHTS: tuple[dict[str, Any], ...] = tuple({"weights": w} for w in WEIGHTS)
 # The handbook's marginals (the default) and the variant over pairable items only, each with every weighting.
-_MARGINALS_WEIGHTS = (*_WEIGHTS, *({**w, "marginals": "pairable_items"} for w in _WEIGHTS))
-_MARGINALS = ({}, {"marginals": "pairable_items"})
+_MARGINALS_WEIGHTS: tuple[dict[str, Any], ...] = (*_WEIGHTS, *({**w, "marginals": "pairable_items"} for w in _WEIGHTS))
 _SPA = tuple({"weighting": w} for w in ("flat", "annotations", "annotations_m1", "edges", "inv_var",
                                           "inv_var_class"))
 
@@ -108,8 +110,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("bennett_s", bennett_s, options=_WEIGHTS),
     MetricSpec("cohen_kappa", cohen_kappa, two_raters_only=True, options=_WEIGHTS),
     MetricSpec("conger_kappa", conger_kappa, options=_MARGINALS_WEIGHTS),
-    MetricSpec("scott_pi", scott_pi, options=_MARGINALS),
-    MetricSpec("fleiss_kappa", fleiss_kappa, options=_MARGINALS),
+    MetricSpec("scott_pi", scott_pi, options=_MARGINALS_WEIGHTS),
+    MetricSpec("fleiss_kappa", fleiss_kappa, options=_MARGINALS_WEIGHTS),
     MetricSpec("gwet_ac", gwet_ac, options=_MARGINALS_WEIGHTS),
     MetricSpec("krippendorff_alpha", krippendorff_alpha),
     MetricSpec("janson_olsson_iota", janson_olsson_iota, levels=("nominal", "interval", "ratio")),
