@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -116,7 +115,7 @@ def test_sixteen_processes_gating_eight_batches(tmp_path, batches, store_url):
     for record in records:
         by_digest.setdefault(record.inputs_digest, []).append(record)
     assert len(by_digest) == len(batches)
-    for (name, batch_id, force), out in zip(jobs, outputs, strict=True):
+    for (_name, batch_id, _force), out in zip(jobs, outputs, strict=True):
         assert ResultsStore(store_url).current(batch_id).run_id == out["run_id"]  # one current decision each
     for digest, group in by_digest.items():
         computed = [r for r in group if r.reused_from is None]

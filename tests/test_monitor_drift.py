@@ -68,7 +68,7 @@ def row(i, value, half=0.05, n=50):
 
 
 def test_baseline_detector_opens_on_a_breach_and_closes_after_the_configured_windows():
-    drift = Drift(open_after=2, close_after=3)
+    drift = Drift(open_after=2, close_after=3, cooldown=0)
     values = [0.9, 0.7, 0.9, 0.7, 0.7, 0.7, 0.9, 0.9, 0.7, 0.9, 0.9, 0.9, 0.9]
     state, events = D.new_state(), []
     for i, v in enumerate(values):
@@ -137,7 +137,7 @@ def test_drift_scenario_opens_an_episode_within_the_documented_windows(seed):
         assert drift_at <= first < drift_at + limit, f"{metric} opened at window {first}"
         assert abs(opens[0].since - drift_at) <= 3  # the change point estimate
         closes = [e for e in events if e.transition == "close"]
-        assert closes and 45 <= closes[-1].window["window_index"] <= 45 + 8
+        assert closes and 45 <= closes[-1].window["window_index"] <= 45 + 8 + drift.cooldown
 
 
 class Receiver:
@@ -226,3 +226,73 @@ def test_one_open_and_one_close_alert_per_episode_also_on_reruns(tmp_path, recei
     assert replay["questions"]["label"]["windows"] == 49  # the last window is still open (watermark)
     assert {e["episode_id"] for e in history(cfg)["episodes"]} == {e["episode_id"] for e in episodes}
     assert by_key() == {key: 1 for key in expected}
+
+
+def _noisy_rows(values, se, rng, half_width=1.96):
+    """Window rows whose value is ``value + N(0, se)`` and whose interval is the value ± 1.96 se."""
+    out = []
+    for i, v in enumerate(values):
+        x = float(v + rng.normal(0.0, se))
+        out.append({"window_index": i, "window_start": i, "window_end": i + 1, "value": x,
+                    "ci_low": x - half_width * se, "ci_high": x + half_width * se, "n_items": 150})
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_level_at_the_threshold_is_one_lasting_incident_not_a_stream_of_alerts(seed):
+    # the crowd's IRR sits at the gate threshold: its window intervals straddle it, window after window
+    rng = np.random.default_rng(seed)
+    rows = _noisy_rows(np.full(100, 0.6), 0.03, rng)
+    state = D.new_state()
+    events = [e for r in rows for e in D.step(state, r, threshold=0.6, baseline=True, change=False, drift=Drift())]
+    assert sum(e.transition == "open" for e in events) <= 1
+    flapping = D.new_state()
+    old = [e for r in rows for e in D.step(flapping, r, threshold=0.6, baseline=True, change=False,
+                                           drift=Drift(baseline_close="no_breach"))]
+    assert sum(e.transition == "open" for e in old) >= sum(e.transition == "open" for e in events)
+
+
+def test_the_baseline_episode_closes_only_when_windows_are_clearly_back():
+    s, cfg = D.new_state(), Drift(close_after=1, cooldown=0)
+    rows = [row(0, 0.50), row(1, 0.79), row(2, 0.90)]  # breach; straddling (0.74–0.84); clearly above 0.8
+    events = [e for r in rows for e in D.step(s, r, threshold=0.8, baseline=True, change=False, drift=cfg)]
+    assert [(e.transition, e.window["window_index"]) for e in events] == [("open", 0), ("close", 2)]
+
+
+def test_a_slow_decline_is_caught():
+    # 40 stable windows, then a decline of 0.15 SE per window
+    rng = np.random.default_rng(7)
+    se = 0.02
+    rows = _noisy_rows([0.6] * 40 + [0.6 - 0.15 * se * t for t in range(1, 61)], se, rng)
+    state, events = D.new_state(), []
+    for r in rows:
+        events += D.step(state, r, threshold=None, baseline=False, change=True, drift=Drift())
+    opens = [e for e in events if e.transition == "open"]
+    assert len(opens) == 1 and 40 < opens[0].window["window_index"] < 100
+
+
+def test_the_windows_of_a_drop_on_its_way_to_an_alarm_never_enter_the_reference():
+    # exact values: 40 windows at the level (z = 0, learned), then a step down that adds 0.5 to the CUSUM a window
+    se = 0.02
+    rows = [{**row(i, v), "ci_low": v - 1.96 * se, "ci_high": v + 1.96 * se}
+            for i, v in enumerate([0.6] * 40 + [0.6 - se] * 20)]
+    state, events = D.new_state(), []
+    for r in rows:
+        events += D.step(state, r, threshold=None, baseline=False, change=True, drift=Drift())
+    opened = next(e for e in events if e.transition == "open")
+    # learned: the 40 stable windows and the first of the drop (CUSUM ≤ h/2); held, then dropped with the alarm:
+    # the drop's windows above h/2 (a reference that learned every window would hold all windows before the alarm)
+    n = opened.details["reference_windows"]
+    assert 40 < n <= opened.window["window_index"] - 3
+    assert state["change"]["n"] == n and state["change"]["pending"][0] == 0
+    assert opened.details["reference"] > 0.6 - 0.2 * se
+
+
+def test_the_alarm_limit_is_derived_from_the_stated_false_alarm_rate():
+    assert D.cusum_limit(ChangeDetector()) == 6.0  # no target: the stated h
+    one = D.cusum_limit(ChangeDetector(arl0=720), n_series=1)
+    four = D.cusum_limit(ChangeDetector(arl0=720), n_series=4)
+    assert one < four  # more series watched: each must alarm less often for the same monitor-wide rate
+    assert D.siegmund_arl(0.5, four) == pytest.approx(4 * 720, rel=1e-9)
+    with pytest.raises(ValueError, match="arl0"):
+        ChangeDetector(arl0=0.5)

@@ -4,7 +4,10 @@ Two detectors run on each monitored (question, metric) series, one window at a t
 
 **Baseline** (``kind="baseline"``): the window breaches when its interval lies entirely below the gate
 threshold (``ci_high < threshold``; ``baseline_rule: value`` compares the point value instead). An episode
-opens after ``open_after`` consecutive breaching windows.
+opens after ``open_after`` consecutive breaching windows. It closes with hysteresis (``baseline_close: clear``, the
+default): only after ``close_after`` windows whose interval lies entirely *at or above* the threshold (their value
+does, under ``baseline_rule: value``). A level that sits at the threshold, whose intervals straddle it window after
+window, is then one lasting incident instead of a stream of open and close alerts.
 
 **Change** (``kind="change"``): a self-starting one-sided lower CUSUM (Page 1954; Hawkins 1987) on the
 standardised window values,
@@ -28,9 +31,28 @@ in every run we simulated; ``tests/test_monitor_drift.py``, ``benchmarks/bench_m
 2,600 windows (Siegmund's approximation). The change point reported ("since") is the first window of the
 current excursion of :math:`C` above 0.
 
-An open episode **closes** after ``close_after`` consecutive windows back within bounds: no breach
-(baseline), or :math:`z_t \ge -` ``close_bound`` (change; the CUSUM restarts at 0). Windows with fewer than
-``min_items`` items, or without a value, are skipped (they neither breach nor count as within bounds).
+**The reference is frozen during an excursion**: once the CUSUM passes ``h / 2``, windows are held aside and enter
+the reference only when the CUSUM is back at 0, so the windows of a drop that has not (yet) raised an alarm never
+teach the reference that the drop is normal — a slow decline keeps accumulating instead of being learned. Smaller
+wobbles are learned at once: they are the noise the reference must know (a reference that stops at every wobble
+stays small and raises false alarms). While an episode is open nothing is learned.
+
+**The false-alarm rate is stated, not tuned**: with ``change.arl0`` (the in-control average run length of the
+whole monitor, in windows) the limit ``h`` is derived by Siegmund's approximation of a one-sided CUSUM's run length,
+
+.. math::
+
+    \mathrm{ARL}_0(h) \approx \frac{e^{2kb} - 2kb - 1}{2k^2}, \qquad b = h + 1.166,
+
+solved for the per-series run length ``S · arl0`` of the ``S`` series the detector watches (false alarms of
+independent series add up, so each series gets ``S`` times the monitor's run length). :func:`cusum_limit`.
+
+An open episode **closes** after ``close_after`` consecutive windows back within bounds — clearly above the
+threshold (baseline; or no breach under ``baseline_close: no_breach``), or :math:`z_t \ge -` ``close_bound``
+(change) — followed by a **cool-down** of ``cooldown`` windows without a renewed breach (baseline) or alarm (change,
+a CUSUM restarted at 0 against the frozen reference). A breach or an alarm within the cool-down continues the same
+episode: one incident, one open and one close alert. Windows with fewer than ``min_items`` items, or without a value, are skipped (they neither
+breach nor count as within bounds).
 """
 
 from __future__ import annotations
@@ -69,6 +91,7 @@ def new_state() -> dict[str, Any]:
             "cusum": 0.0,
             "since": None,
             "ok": 0,
+            "pending": [0, 0.0, 0.0, 0.0],  # windows of the current excursion: (n, sum, sum_sq, sum_var)
         },
         "last_window": None,
     }
@@ -92,6 +115,7 @@ def step(
     change: bool,
     drift: Any,
     level: float = 0.95,
+    h: float | None = None,
 ) -> list[Event]:
     """Feed one window row (value, ci_low, ci_high, n_items, window_start...) to both detectors.
 
@@ -107,6 +131,8 @@ def step(
         Which detectors run on this series.
     drift : labelgate.pipeline.config.Drift
         ``baseline_rule``, ``open_after``, ``close_after``, ``min_items`` and the ``change`` settings.
+    h : float, optional
+        The change detector's alarm limit (:func:`cusum_limit`); default ``drift.change.h``.
 
     Returns
     -------
@@ -116,7 +142,7 @@ def step(
     Examples
     --------
     >>> from labelgate.pipeline.config import Drift
-    >>> s, cfg = new_state(), Drift(close_after=1)
+    >>> s, cfg = new_state(), Drift(close_after=1, cooldown=0)
     >>> row = lambda i, v: {"window_index": i, "window_start": i, "value": v, "ci_low": v - .05,
     ...                     "ci_high": v + .05, "n_items": 50}
     >>> [e.transition for i, v in enumerate([.9, .5, .9]) for e in
@@ -131,8 +157,38 @@ def step(
     if baseline and threshold is not None:
         events += _baseline(state["baseline"], row, float(threshold), drift)
     if change:
-        events += _change(state["change"], row, drift, level)
+        events += _change(state["change"], row, drift, level, drift.change.h if h is None else h)
     return events
+
+
+def cusum_limit(change: Any, n_series: int = 1) -> float:
+    """The alarm limit ``h`` of the change detector: ``change.h``, or derived from ``change.arl0`` for a monitor that
+    watches ``n_series`` series (Siegmund's approximation; see the module docstring).
+
+    >>> from labelgate.pipeline.config import ChangeDetector
+    >>> cusum_limit(ChangeDetector())
+    6.0
+    >>> h = cusum_limit(ChangeDetector(arl0=1000), n_series=4)
+    >>> round(h, 2), round(siegmund_arl(0.5, h))
+    (6.44, 4000)
+    """
+    if change.arl0 is None:
+        return float(change.h)
+    target = float(change.arl0) * max(int(n_series), 1)
+    low, high = 0.0, 1.0
+    while siegmund_arl(change.k, high) < target:  # the run length grows exponentially in h: a few doublings
+        low, high = high, high * 2.0
+    for _ in range(60):
+        mid = (low + high) / 2.0
+        low, high = (mid, high) if siegmund_arl(change.k, mid) < target else (low, mid)
+    return high
+
+
+def siegmund_arl(k: float, h: float) -> float:
+    """In-control average run length of a one-sided CUSUM with reference ``k`` and limit ``h`` on N(0, 1)
+    observations (Siegmund 1985, with the 1.166 boundary correction)."""
+    b = 2.0 * k * (h + 1.166)
+    return (math.exp(b) - b - 1.0) / (2.0 * k * k)
 
 
 def _baseline(b: dict[str, Any], row: dict[str, Any], threshold: float, drift: Any) -> list[Event]:
@@ -153,19 +209,28 @@ def _baseline(b: dict[str, Any], row: dict[str, Any], threshold: float, drift: A
             )
             return [Event("open", "baseline", b["first"], row, reason, {"threshold": threshold})]
         return []
-    b["ok"] = b["ok"] + 1 if not breach else 0
-    if b["ok"] >= drift.close_after:
+    if drift.baseline_close == "clear":  # back only when clearly back: hysteresis against a level at the threshold
+        low = row.get("ci_low")
+        back = float(low if use_high and low is not None else row["value"]) >= threshold
+    else:
+        back = not breach
+    if b["ok"] < drift.close_after:
+        b["ok"] = b["ok"] + 1 if back else 0
+    else:  # cooling down: only a renewed breach keeps the incident open
+        b["ok"] = 0 if breach else b["ok"] + 1
+    if b["ok"] >= drift.close_after + drift.cooldown:
         since = b["open"]["since"]
         b["open"], b["ok"] = None, 0
         reason = (
-            f"back above the gate threshold {threshold:.3f} for {drift.close_after} window(s) "
+            f"back at or above the gate threshold {threshold:.3f} for {drift.close_after} window(s), then "
+            f"{drift.cooldown} without a breach "
             f"(last value {row['value']:.3f}{_interval(row)})"
         )
         return [Event("close", "baseline", since, row, reason, {"threshold": threshold})]
     return []
 
 
-def _change(c: dict[str, Any], row: dict[str, Any], drift: Any, level: float) -> list[Event]:
+def _change(c: dict[str, Any], row: dict[str, Any], drift: Any, level: float, h: float) -> list[Event]:
     se = standard_error(row, level)
     if se is None:
         return []
@@ -174,6 +239,7 @@ def _change(c: dict[str, Any], row: dict[str, Any], drift: Any, level: float) ->
     if n < cfg.reference_windows:
         _learn(c, row["value"], se)
         return []
+    c.setdefault("pending", [0, 0.0, 0.0, 0.0])  # detector states stored before the field existed
     mean, tau2, mean_var = _reference(c)
     scale = math.sqrt(se * se + tau2 + (mean_var + tau2) / n)
     z = (row["value"] - mean) / scale if scale > 0 else 0.0
@@ -185,24 +251,35 @@ def _change(c: dict[str, Any], row: dict[str, Any], drift: Any, level: float) ->
             c["since"] = None
         elif before == 0.0 or c["since"] is None:
             c["since"] = row["window_start"]
-        details["cusum"] = c["cusum"]
-        if c["cusum"] > cfg.h:
+        details["cusum"], details["h"] = c["cusum"], h
+        if c["cusum"] > h:
             c["open"], c["ok"] = {"since": c["since"], "window": row.get("window_index")}, 0
+            c["pending"] = [0, 0.0, 0.0, 0.0]  # the excursion's windows never enter the reference
             reason = (
-                f"agreement fell: CUSUM {c['cusum']:.1f} > {cfg.h:g}; window value {row['value']:.3f}"
+                f"agreement fell: CUSUM {c['cusum']:.1f} > {h:.2f}; window value {row['value']:.3f}"
                 f"{_interval(row)} is {-z:.1f} SE below the reference {mean:.3f} (mean of {n} earlier "
                 "windows)"
             )
             return [Event("open", "change", c["since"], row, reason, details)]
-        _learn(c, row["value"], se)
+        if c["cusum"] > h / 2.0 or c["pending"][0]:  # a drop on its way to an alarm: keep it out of the reference
+            _hold(c, row["value"], se)
+        else:  # small excursions are the noise the reference must learn: a reference that stops learning at every
+            _learn(c, row["value"], se)  # wobble starts from too few windows and raises false alarms
+        if c["cusum"] == 0.0:  # the excursion ended without an alarm: its windows were in control after all
+            _release(c)
         return []
-    c["ok"] = c["ok"] + 1 if z >= -cfg.close_bound else 0
-    if c["ok"] >= drift.close_after:
+    if c["ok"] < drift.close_after:
+        c["ok"] = c["ok"] + 1 if z >= -cfg.close_bound else 0
+        c["cusum"] = 0.0  # the cool-down watches for a renewed alarm from a fresh start
+    else:  # cooling down: a renewed alarm continues the same incident
+        c["cusum"] = max(0.0, c["cusum"] - z - cfg.k)
+        c["ok"], c["cusum"] = (0, 0.0) if c["cusum"] > h else (c["ok"] + 1, c["cusum"])
+    if c["ok"] >= drift.close_after + drift.cooldown:
         since = c["open"]["since"]
         c["open"], c["ok"], c["cusum"], c["since"] = None, 0, 0.0, None
         reason = (
             f"back within {cfg.close_bound:g} SE of the reference {mean:.3f} for {drift.close_after} "
-            f"window(s) (last value {row['value']:.3f}{_interval(row)})"
+            f"window(s), then {drift.cooldown} without an alarm (last value {row['value']:.3f}{_interval(row)})"
         )
         return [Event("close", "change", since, row, reason, details)]
     return []
@@ -214,6 +291,24 @@ def _learn(c: dict[str, Any], value: float, se: float) -> None:
     c["sum"] += value
     c["sum_sq"] += value * value
     c["sum_var"] += se * se
+
+
+def _hold(c: dict[str, Any], value: float, se: float) -> None:
+    """Keep a window of the current excursion aside; it joins the reference only if no alarm follows."""
+    pending = c["pending"]
+    pending[0] += 1
+    pending[1] += value
+    pending[2] += value * value
+    pending[3] += se * se
+
+
+def _release(c: dict[str, Any]) -> None:
+    n, total, total_sq, total_var = c["pending"]
+    c["n"] += n
+    c["sum"] += total
+    c["sum_sq"] += total_sq
+    c["sum_var"] += total_var
+    c["pending"] = [0, 0.0, 0.0, 0.0]
 
 
 def _reference(c: dict[str, Any]) -> tuple[float, float, float]:

@@ -104,6 +104,7 @@ def _measure_window(
             change=metric in change_metrics,
             drift=drift,
             level=cfg.interval.ci or 0.95,
+            h=drift_mod.cusum_limit(drift.change, len(change_metrics & set(scope.metrics)) * len(cfg.questions)),
         )
         for event in found:
             if event.transition == "open" and worst is None:

@@ -103,8 +103,13 @@ class ChangeDetector(_Strict):
 
     metrics: list[WindowMetric] = ["irr_crowd", "cross_kappa"]
     reference_windows: int = Field(default=10, ge=3)
-    k: float = Field(default=0.5, ge=0)
-    h: float = Field(default=6.0, gt=0)
+    k: float = Field(default=0.5, gt=0)
+    h: float = Field(default=6.0, gt=0, description="Alarm limit; derived from 'arl0' when that is set.")
+    arl0: float | None = Field(
+        default=None, gt=1, le=1e9,
+        description="In-control average run length of the whole monitor, in windows (e.g. 720 for one false "
+        "alarm a month with hourly windows); 'h' is derived from it for every series the detector watches.",
+    )
     close_bound: float = Field(default=1.0, ge=0, description="Back within bounds when z >= -close_bound.")
 
 
@@ -113,10 +118,21 @@ class Drift(_Strict):
 
     baseline: bool = True
     baseline_rule: Literal["ci_high", "value"] = "ci_high"
+    baseline_close: Literal["clear", "no_breach"] = Field(
+        default="clear",
+        description="'clear': an episode closes when windows are clearly back (interval entirely at or above the "
+        "threshold), so a level sitting at the threshold is one lasting incident, not a stream of open/close "
+        "alerts; 'no_breach': when windows merely stop breaching.",
+    )
     baseline_metrics: list[WindowMetric] | None = None
     change: ChangeDetector = ChangeDetector()
     open_after: int = Field(default=1, ge=1)
     close_after: int = Field(default=3, ge=1)
+    cooldown: int = Field(
+        default=5, ge=0,
+        description="Windows after the close condition during which a renewed breach or alarm continues the same "
+        "episode (one incident, one open and one close alert) instead of closing it and opening another.",
+    )
     min_items: int = Field(
         default=10, ge=1, description="Windows with fewer items (of the metric) are not judged."
     )
