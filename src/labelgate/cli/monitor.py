@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labelgate.cli._output import fail, num
+from labelgate.cli._output import fail, num, safe
 
 
 def register(app: typer.Typer) -> None:
@@ -34,8 +34,28 @@ def monitor_command(
             "--replay", help="Measure every window again from the stored judgements (sends no alert twice)."
         ),
     ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Run no pass: say, from the stored windows, whether each gate and detector tells drift from noise.",
+        ),
+    ] = False,
 ) -> None:
     """Run one monitor pass: merge new deliveries, measure closed windows, detect drift, alert."""
+    if check:
+        from labelgate.monitor.preflight import check as check_config
+
+        try:
+            findings = check_config(str(config))
+        except Exception as exc:
+            raise fail(exc, "check the configuration (store, monitor.name)") from None
+        if as_json:
+            typer.echo(json.dumps(findings, default=str))
+        else:
+            for finding in findings:
+                typer.echo(("warning: " if finding["warn"] else "") + safe(finding["message"]))
+        return
     try:
         if no_prefect:
             from labelgate.monitor.engine import run_pass
