@@ -51,8 +51,8 @@ An open episode **closes** after ``close_after`` consecutive windows back within
 threshold (baseline; or no breach under ``baseline_close: no_breach``), or :math:`z_t \ge -` ``close_bound``
 (change) — followed by a **cool-down** of ``cooldown`` windows without a renewed breach (baseline) or alarm (change,
 a CUSUM restarted at 0 against the frozen reference). A breach or an alarm within the cool-down continues the same
-episode: one incident, one open and one close alert. Windows with fewer than ``min_items`` items, or without a value, are skipped (they neither
-breach nor count as within bounds).
+episode: one incident, one open and one close alert. Windows with fewer than ``min_items`` items, or without a
+value, are skipped (they neither breach nor count as within bounds).
 """
 
 from __future__ import annotations
