@@ -76,3 +76,51 @@ def prefect_api():
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
+
+
+@pytest.fixture(scope="session")
+def prefect_server_session(tmp_path_factory):
+    """A real ``prefect server start`` on a free port of 127.0.0.1 for the session (its own PREFECT_HOME):
+    ``{"url": ".../api", "env": environment for clients}``. Skips when it is not healthy within 180 s."""
+    import socket
+    import subprocess
+    import sys
+
+    prefect = Path(sys.executable).parent / "prefect"
+    if not prefect.exists():
+        pytest.skip(f"the prefect command is not installed next to {sys.executable}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path_factory.mktemp("prefect-server")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home / "home"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    with open(home / "server.log", "w") as log:
+        server = subprocess.Popen([str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        api = f"http://127.0.0.1:{port}/api"
+        try:
+            try:
+                wait_for(lambda: prefect_api_healthy(api), timeout=180, interval=0.5,
+                         give_up=lambda: server.poll() is not None, what="a healthy Prefect server")
+            except TimeoutError as exc:
+                pytest.skip(f"prefect server start was not healthy on 127.0.0.1:{port} ({exc}); see "
+                            f"{home / 'server.log'}")
+            yield {"url": api, "env": {**env, "PREFECT_API_URL": api}}
+        finally:
+            stop_process_group(server)
+
+
+def stop_process_group(process: Any, timeout: float = 60.0) -> None:
+    """SIGTERM to the process group of a child started with ``start_new_session=True`` (its own children too); SIGKILL
+    when it has not exited within ``timeout`` seconds."""
+    import signal
+    import subprocess
+
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)

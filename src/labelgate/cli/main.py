@@ -64,8 +64,14 @@ def gate(
     batch_id: Annotated[str | None, typer.Option("--batch-id", help="Name of the batch in store and reports.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Recompute even if this batch was gated before.")] = False,
+    submit: Annotated[bool, typer.Option("--submit", help="Hand the batch to a running `labelgate serve` and wait "
+                                         "for its decision (needs PREFECT_API_URL).")] = False,
 ) -> None:
     """Accept, reject or send a batch to review against a trusted replication."""
+    if submit:  # the server gates it with its own configuration and trusted replication
+        from labelgate.cli.serve import submit_command
+
+        submit_command(batch, batch_id=batch_id, as_json=as_json)
     summary, problem = _run_gate(config, batch, trusted, batch_id, force, progress=not as_json)
     if as_json:
         typer.echo(json.dumps(gate_json(summary), default=str))
@@ -146,16 +152,85 @@ def _quiet_loggers() -> None:
 
 
 def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
-    """The ``--json`` object: decision, batch_id, reasons, coverage, metrics, report (+ run details)."""
-    metrics = {question: {name: {k: row.get(k) for k in ("value", "ci_low", "ci_high")}
-                          for name, row in rows.items()}
-               for question, rows in (summary.get("metrics") or {}).items()}
+    """The ``--json`` object: decision, batch_id, reasons, coverage, metrics, report (+ run details), the flagged
+    raters with the rater policy's outcome (``raters``) and the rows each row selection left out (``selection``)."""
+    section = _raters(summary)
+    if section is not None and section.get("with_flagged"):
+        kept = dict(section["with_flagged"])
+        section["with_flagged"] = {**kept, "metrics": _compact_metrics(kept.get("metrics"))}
     return {"decision": summary.get("decision"), "batch_id": summary.get("batch_id"),
-            "reasons": summary.get("reasons", []), "warnings": summary.get("warnings", []),
-            "coverage": summary.get("coverage", {}), "metrics": metrics, "report": summary.get("report"),
+            "reasons": summary.get("reasons", []), "warnings": _warnings(summary, section),
+            "coverage": summary.get("coverage", {}), "metrics": _compact_metrics(summary.get("metrics")),
+            "raters": section, "selection": _selection(summary), "report": summary.get("report"),
             "run_id": summary.get("run_id"), "reused": summary.get("reused", False),
             "reused_from": summary.get("reused_from"), "inputs_digest": summary.get("inputs_digest"),
             "alerts": summary.get("alerts", [])}
+
+
+def _compact_metrics(metrics: Any) -> dict[str, Any]:
+    """``{question: {metric: {value, ci_low, ci_high}}}``."""
+    return {question: {name: {k: row.get(k) for k in ("value", "ci_low", "ci_high")} for name, row in rows.items()}
+            for question, rows in (metrics or {}).items()}
+
+
+def _raters(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The rater section of a run summary (a stored decision served by the CLI keeps it in ``validation``)."""
+    section = summary.get("raters")
+    if section is None and isinstance(summary.get("validation"), dict):
+        from labelgate.gate.raters import RECORD_KEY
+
+        section = summary["validation"].get(RECORD_KEY)
+    return dict(section) if isinstance(section, dict) else None
+
+
+def _warnings(summary: dict[str, Any], section: dict[str, Any] | None) -> list[str]:
+    """The run's warnings; a stored decision served again has the rater policy's, which its record keeps."""
+    warnings = list(summary.get("warnings") or [])
+    if not warnings and summary.get("reused") and section:
+        warnings = list(section.get("warnings") or [])
+    return warnings
+
+
+def _selection(summary: dict[str, Any]) -> dict[str, Any]:
+    """``{"batch" | "trusted": {where, n_rows, n_selected, n_outside}}`` of the tables with a row selection."""
+    out = {}
+    for info in (summary.get("validation") or {}).values():
+        selection = info.get("selection") if isinstance(info, dict) else None
+        if isinstance(selection, dict):
+            out[str(selection.get("role"))] = {k: v for k, v in selection.items() if k != "role"}
+    return out
+
+
+#: Flagged raters listed one per line in the text output (the --json output and the record list them all).
+_TEXT_RATERS = 20
+
+
+def _rater_lines(section: dict[str, Any] | None) -> list[str]:
+    """The text lines of the rater policy: each flagged rater with its evidence, exclusions, the other decision."""
+    if not section:
+        return []
+    lines = []
+    flagged = section.get("flagged") or []
+    for row in flagged[:_TEXT_RATERS]:
+        actions = row.get("actions") or {}
+        basis = "trusted" if row.get("agreement_basis") != "peers" else "co-raters'"
+        partners = f"; partners {', '.join(map(safe, row['partners']))}" if row.get("partners") else ""
+        lines.append(f"  rater {safe(row.get('rater_id'))} [{safe(row.get('question'))}]: "
+                     + ", ".join(f"{safe(f)} → {safe(a)}" for f, a in actions.items())
+                     + f"; {row.get('n_items')} items, agreement {num(row.get('agreement'))} "
+                       f"[{num(row.get('ci_low'))}, {num(row.get('ci_high'))}] on {row.get('n_agreement_items')} "
+                       f"{basis} items{partners}")
+    if len(flagged) > _TEXT_RATERS:
+        lines.append(f"  … and {len(flagged) - _TEXT_RATERS} more flagged raters (--json lists them all)")
+    excluded = section.get("excluded")
+    if excluded:
+        lines.append(f"  excluded: {len(excluded.get('raters') or [])} raters, {excluded.get('n_rows')} rows → "
+                     f"{safe(excluded.get('file'))}")
+    kept = section.get("with_flagged")
+    if kept:
+        lines.append(f"  with the excluded raters the decision would be {safe(kept.get('decision'))}")
+        lines.extend(f"    reason: {safe(reason)}" for reason in kept.get("reasons") or [])
+    return lines
 
 
 def gate_text(summary: dict[str, Any]) -> str:
@@ -166,8 +241,13 @@ def gate_text(summary: dict[str, Any]) -> str:
     lines.append(run + (f" (the decision of run {summary['reused_from']})" if summary.get("reused_from") else ""))
     for reason in summary.get("reasons") or []:
         lines.append(f"  reason: {safe(reason)}")
-    for warning in summary.get("warnings") or []:
+    section = _raters(summary)
+    for warning in _warnings(summary, section):
         lines.append(f"  warning: {safe(warning)}")
+    lines.extend(_rater_lines(section))
+    for role, info in _selection(summary).items():
+        lines.append(f"  selection: {info.get('n_outside')} of {info.get('n_rows')} {safe(role)} rows are outside "
+                     f"{safe(role)}.where {safe(info.get('where'))}")
     coverage = summary.get("coverage") or {}
     if coverage:
         lines.append(f"  coverage: {coverage.get('common_items')} of {coverage.get('batch_items')} batch items are "
@@ -321,9 +401,11 @@ def _register_plugins() -> None:
     from labelgate.cli.audit import register as register_audit
     from labelgate.cli.monitor import register as register_monitor
     from labelgate.cli.report import register as register_report
+    from labelgate.cli.serve import register as register_serve
 
     register_monitor(app)
     register_audit(app)
+    register_serve(app)
     register_report(app)
 
 

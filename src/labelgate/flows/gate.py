@@ -11,7 +11,8 @@ Final states (what a Prefect automation can match):
 - REJECT → **Completed** with the state name ``Rejected``; REVIEW → **Completed** named ``Review``;
 - ACCEPT → **Completed**.
 
-:func:`run_gate_flow` runs :func:`gate_flow` and returns the summary whatever the state.
+Every decision is also announced as the Prefect event ``labelgate.gate.decided`` (:func:`emit_decided`) when a
+Prefect API is configured. :func:`run_gate_flow` runs :func:`gate_flow` and returns the summary whatever the state.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from labelgate.gate import measure as measure_step
 from labelgate.gate import runner
 from labelgate.gate import steps as gate
 from labelgate.gate.decision import EXIT_CODES as EXIT_CODES
+from labelgate.gate.watch import DECIDED_EVENT, batch_resource_id, decided_payload
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.reporting.report import write_gate_report
 
@@ -161,6 +163,7 @@ def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = Non
         is the summary). Use :func:`run_gate_flow` to get the summary in every case.
     """
     summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=_hooks())
+    emit_decided(summary)
     return final_state(summary)
 
 
@@ -188,7 +191,9 @@ def gate_batch_task(config: str | dict[str, Any] | GateConfig, batch: str | None
                     batch_id: str | None = None, force: bool = False) -> dict[str, Any]:
     """One batch of a backlog, gated like :func:`gate_flow` (its steps run in this task, in turn)."""
     hooks = runner.Hooks(measure=measure_serially, publish=_publish, on_summary=_artifacts, logger=get_run_logger())
-    return runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=hooks)
+    summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=hooks)
+    emit_decided(summary)
+    return summary
 
 
 @flow(name="labelgate-gate-backlog", log_prints=False, validate_parameters=False)
@@ -226,6 +231,30 @@ def _backlog_on_runner(cfg: GateConfig, jobs: list[dict[str, Any]], force: bool)
         except Exception as exc:  # the task itself fails closed; this is the worker or the transport failing
             summaries.append(runner.failed_batch(cfg, job, exc, "runner", _publish))
     return summaries
+
+
+def emit_decided(summary: dict[str, Any]) -> bool:
+    """Emit ``labelgate.gate.decided`` for a run summary (resource ``labelgate.batch.<id>``, payload
+    :func:`labelgate.gate.watch.decided_payload`) when a Prefect API is configured (``PREFECT_API_URL``).
+
+    Best effort: returns whether the event was handed to Prefect's events worker; a failure is logged and never
+    changes the decision. Without a configured API nothing is emitted (a local ephemeral API has no listener).
+    """
+    from prefect.events import emit_event
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:
+        return False
+    batch_id = str(summary.get("batch_id") or "batch")
+    try:
+        event = emit_event(event=DECIDED_EVENT, payload=decided_payload(summary),
+                           resource={"prefect.resource.id": batch_resource_id(batch_id),
+                                     "prefect.resource.name": batch_id,
+                                     "labelgate.decision": str(summary.get("decision", "ERROR"))})
+    except Exception as exc:  # an event that cannot be sent is a lost notification, never a different decision
+        runner.LOGGER.warning("the %s event of batch %s was not emitted: %s", DECIDED_EVENT, batch_id, exc)
+        return False
+    return event is not None
 
 
 def _artifacts(summary: dict[str, Any]) -> None:

@@ -12,7 +12,9 @@ from labelgate.pipeline.config import GateConfig
 
 def diagnose(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any]) -> dict[str, Any]:
     """Per question: per-rater diagnostics, the ratings-per-item design and, for numeric or binary labels,
-    the disattenuated correlation of item means (xRR paper eq. 12) — for the report, not the decision.
+    the disattenuated correlation of item means (xRR paper eq. 12) — for the report; the raters' flags also reach
+    the decision through the rater policy (:mod:`labelgate.gate.raters`). Computed on the whole batch, flagged
+    raters included, so the evidence is the same whatever the policy does with them.
 
     Returns ``{"diagnostics": {question: {"raters": [...], "design": {...}}}, "metrics": {question:
     {"disattenuated_correlation": {value, ci_low, ci_high}}}}``.

@@ -1,4 +1,5 @@
-"""The gate as one Python call, without Prefect: load → validate → align → measure → diagnose → decide → publish →
+"""The gate as one Python call, without Prefect: load → validate → align → measure → diagnose → decide (under the
+rater policy: with ``exclude``, the batch without the flagged raters is aligned and measured again) → publish →
 persist → alert.
 
 >>> from labelgate.gate import run                                                   # doctest: +SKIP
@@ -29,15 +30,16 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from labelgate.gate import alerting, steps
+from labelgate.gate import alerting, raters, steps
 from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
 from labelgate.gate.audit import as_config, default_batch_id, digest_of, reuse
+from labelgate.gate.decision import GateDecision
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
 from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
@@ -102,7 +104,8 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     -------
     dict
         ``decision`` (ACCEPT / REJECT / REVIEW / ERROR), ``batch_id``, ``reasons``, ``warnings``, ``coverage``,
-        ``metrics``, ``validation``, ``reports``, ``report``, ``alerts``, ``run_id``, ``reused`` (and
+        ``metrics``, ``validation``, ``raters`` (the flagged raters and the rater policy's outcome, see
+        :mod:`labelgate.gate.raters`; None on ERROR), ``reports``, ``report``, ``alerts``, ``run_id``, ``reused`` (and
         ``reused_from``: the run whose decision was served), ``inputs_digest`` and the hashes; ``error_step`` on
         ERROR. Never raises for a failure of the gate itself: that is an ERROR decision.
     """
@@ -117,6 +120,7 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
         except Exception as exc:  # fail closed: every failure ends as ERROR, never ACCEPT
             hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
             summary = error_summary(state, exc, started, timing, hooks.publish)
+    summary.setdefault("raters", None)
     summary["alerts"] = alerting.alert_run(state["store"], state["cfg"], summary, hooks.logger)
     hooks.logger.info("decision %s for batch %s", summary["decision"], summary["batch_id"])
     return summary
@@ -138,7 +142,7 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     store.migrate()
     state["store"] = store
     state["step"] = "load"
-    crowd, trusted_df = timed(timing, "load", lambda: call("load", steps.load, cfg, batch, trusted))
+    crowd, trusted_df, selection = timed(timing, "load", lambda: call("load", steps.load, cfg, batch, trusted))
     state["batch_hash"], state["trusted_hash"], digest = digest_of(cfg, crowd, trusted_df)
     state["step"] = "lock"
     state["locks"].enter_context(run_lock(store, digest))
@@ -146,10 +150,11 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     if previous is not None:
         hooks.logger.info("these inputs were decided by run %s: recording its decision for batch %s",
                           previous.run_id, state["batch_id"])
-        return record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started))
+        return with_raters(record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started)))
     out = steps.run_directory(cfg, state["batch_id"], state["run_id"])
     state["step"] = "validate"
-    prepared = timed(timing, "validate", lambda: call("validate", steps.prepare, cfg, crowd, trusted_df, out))
+    prepared = timed(timing, "validate",
+                     lambda: call("validate", steps.prepare, cfg, crowd, trusted_df, out, selection))
     steps.require_rows(prepared.crowd, "batch")
     steps.require_rows(prepared.trusted, "trusted")
     state["step"] = "align"
@@ -157,25 +162,24 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         timing, "align", lambda: call("align", steps.coverage, cfg, prepared.crowd, prepared.trusted))
     state["step"] = "measure"
     frame = steps.canonical_frame(cfg, prepared.crowd, prepared.trusted)
-    if hooks.measure is not None:  # an orchestrator's own measure (tasks, a Dask fan-out) runs as it is
-        measure = hooks.measure
-        measured = timed(timing, "measure", lambda: measure(cfg, frame, prepared.categories, out))
-    else:
-        measured = timed(timing, "measure",
-                         lambda: call("measure", measure_step.measure, cfg, frame, prepared.categories, out))
+    measured = _measure(cfg, frame, prepared.categories, out, timing, "measure", hooks)
     state["step"] = "diagnose"
     diagnosed = timed(timing, "diagnose",
                       lambda: call("diagnose", diagnose_step.diagnose, cfg, frame, prepared.categories))
-    metrics = {q: {**rows, **diagnosed["metrics"].get(q, {})} for q, rows in measured.metrics.items()}
     state["step"] = "decide"
-    decision = steps.decide_batch(prepared, coverage_problems, measured)
+    decided = _decide(cfg, prepared, coverage, coverage_problems, measured, diagnosed, out, timing, hooks, state)
+    state["step"] = "decide"  # back from the exclusion's own steps: building the record is part of deciding
+    decision, measured = decided.decision, decided.measured
+    metrics = {q: {**rows, **diagnosed["metrics"].get(q, {})} for q, rows in measured.metrics.items()}
     record = GateRecord(batch_id=state["batch_id"], batch_hash=state["batch_hash"], config_hash=state["config_hash"],
                         trusted_hash=state["trusted_hash"], run_id=state["run_id"],
                         decision=decision.decision, reasons=decision.reasons, metrics=metrics,
-                        coverage=coverage, validation=prepared.summary, timing=timing, created_at=started,
+                        coverage=decided.coverage,
+                        validation={**prepared.summary, raters.RECORD_KEY: decided.raters},
+                        timing=timing, created_at=started,
                         reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
-                                 "data_docs": measured.data_docs})
-    summary = record_summary(record, warnings=decision.warnings)
+                                 **decided.reports, "data_docs": measured.data_docs})
+    summary = with_raters(record_summary(record, warnings=decision.warnings))
     # per-rater rows go to the report and result.json, not into the store (they grow with the raters)
     summary["diagnostics"] = to_jsonable(diagnosed["diagnostics"])
     state["step"] = "publish"
@@ -188,8 +192,70 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     state["step"] = "persist"
     record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
     stored = timed(timing, "persist", lambda: store.append(record))
-    return {**record_summary(stored, warnings=decision.warnings), "timing": timing,
+    return {**with_raters(record_summary(stored, warnings=decision.warnings)), "timing": timing,
             "diagnostics": summary["diagnostics"]}
+
+
+@dataclass
+class _Decided:
+    """The batch's decision under the rater policy, and what it was decided on."""
+
+    decision: GateDecision
+    coverage: dict[str, Any]
+    measured: steps.Measured
+    raters: dict[str, Any]
+    reports: dict[str, Any]
+
+
+def _measure(cfg: GateConfig, frame: Any, categories: dict[str, Any], out: Path, timing: dict[str, float],
+             name: str, hooks: Hooks) -> steps.Measured:
+    """The measure step, through the orchestrator's own measure when it has one (tasks, a Dask fan-out)."""
+    if hooks.measure is not None:
+        measure = hooks.measure
+        return timed(timing, name, lambda: measure(cfg, frame, categories, out))
+    return timed(timing, name, lambda: hooks.step("measure", measure_step.measure, cfg, frame, categories, out))
+
+
+def _decide(cfg: GateConfig, prepared: steps.Prepared, coverage: dict[str, Any], coverage_problems: list[str],
+            measured: steps.Measured, diagnosed: dict[str, Any], out: Path, timing: dict[str, float], hooks: Hooks,
+            state: dict[str, Any]) -> _Decided:
+    """Decide the batch under the rater policy (:mod:`labelgate.gate.raters`).
+
+    Without an ``exclude`` flag the batch is decided as measured. With one, the excluded raters' rows are written
+    next to the report, the rest is aligned and measured again (in its own GX project), and that decision is the
+    batch's; the decision on the whole batch is kept in the rater section for the audit.
+    """
+    whole = steps.decide_batch(prepared, coverage_problems, measured)
+    findings = raters.find(cfg, diagnosed["diagnostics"])
+    if not findings.excluded:
+        return _Decided(raters.decide(whole, findings), coverage, measured, raters.section(findings), {})
+    state["step"] = "exclude"
+    kept, dropped = raters.split_rows(cfg, prepared.crowd, findings.excluded)
+    path = str(raters.write_excluded(dropped, findings, cfg, out))
+    state["step"] = "align"
+    kept_coverage, kept_problems = steps.coverage(cfg, kept, prepared.trusted)
+    if kept.empty:
+        batch, kept_measured = raters.nothing_left(findings, len(dropped)), steps.Measured([], {}, None)
+    else:
+        state["step"] = "measure"
+        frame = steps.canonical_frame(cfg, kept, prepared.trusted)
+        kept_measured = _measure(cfg, frame, prepared.categories, out / "without-flagged", timing,
+                                 "measure_without_flagged", hooks)
+        batch = steps.decide_batch(replace(prepared, crowd=kept), kept_problems, kept_measured)
+    section = raters.section(findings, excluded_rows=len(dropped), excluded_file=path, with_flagged=whole,
+                             with_flagged_metrics=measured.metrics, with_flagged_coverage=coverage)
+    return _Decided(raters.decide(batch, findings, whole, len(dropped)), kept_coverage, kept_measured, section,
+                    {"excluded_raters": path, "data_docs_with_flagged": measured.data_docs})
+
+
+def with_raters(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with its ``raters`` section (from the record's ``validation``); a reused decision's summary also
+    gets the policy's warnings back (the record keeps them in that section)."""
+    section = raters.of_summary(summary)
+    summary["raters"] = section
+    if section and summary.get("reused") and not summary.get("warnings"):
+        summary["warnings"] = list(section.get("warnings") or [])
+    return summary
 
 
 def timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:

@@ -19,6 +19,7 @@ from labelgate.gate.decision import GateDecision, Outcome, decide, worse
 from labelgate.pipeline import sources as io
 from labelgate.pipeline import validation
 from labelgate.pipeline.config import GateConfig, Question
+from labelgate.pipeline.sources.pools import load_selected
 from labelgate.pipeline.store import GateRecord
 
 CANONICAL = {"item": "item_id", "rater": "rater_id", "label": "label", "pool": "pool", "question": "question"}
@@ -53,13 +54,20 @@ def run_directory(config: GateConfig, batch_id: str, run_id: str) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ steps
-def load(config: GateConfig, batch: str | Path | None, trusted: str | Path | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Crowd (batch) and trusted tables (see :func:`labelgate.pipeline.sources.load_pools`)."""
-    return io.load_pools(config, batch, trusted)
+def load(config: GateConfig, batch: str | Path | None,
+         trusted: str | Path | None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Crowd (batch) and trusted tables, each within its row selection, and what the selections left out (see
+    :func:`labelgate.pipeline.sources.pools.load_selected`)."""
+    return load_selected(config, batch, trusted)
 
 
-def prepare(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame, out_dir: Path) -> Prepared:
-    """Validate both tables, write quarantine files, apply the validation policy."""
+def prepare(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame, out_dir: Path,
+            selection: dict[str, Any] | None = None) -> Prepared:
+    """Validate both tables, write quarantine files, apply the validation policy.
+
+    ``selection`` (what :func:`load` returns) goes into each table's summary as ``selection``: the rows outside a
+    row selection are reported there, not as invalid rows.
+    """
     categories = validation.all_categories(config, trusted)
     checked = validation.validate_pools(crowd, trusted, config, categories)
     quarantine: dict[str, str] = {}
@@ -74,6 +82,9 @@ def prepare(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame, out_
         elif result.n_invalid:
             warnings.append(f"validation ({result.table}): {result.reason}")
     summary = {r.table: r.to_dict() for r in checked}
+    for result, role in zip(checked, ("batch", "trusted"), strict=True):
+        if selection and role in selection:
+            summary[result.table]["selection"] = {"role": role, **selection[role]}
     return Prepared(checked[0].valid, checked[1].valid, categories, summary, quarantine, rejection, warnings)
 
 

@@ -85,6 +85,7 @@ def gate_context(summary: Mapping[str, Any], history: Mapping[str, Any] | None) 
                                 q in detailed, windows, episodes, history is not None, figures) for q in questions],
         "coverage": _coverage(mapping(summary.get("coverage"))),
         "validation": _validation(mapping(summary.get("validation")), mapping(summary.get("reports")), base),
+        "rater_policy": _rater_policy(mapping(summary.get("raters")), base),
         "files": [(k, href(v, base), v) for k, v in sorted(mapping(summary.get("reports")).items()) if v],
         "timing": ", ".join(f"{k} {fmt(v, 2)} s" for k, v in mapping(summary.get("timing")).items()),
         "hashes": [(k, summary.get(k)) for k in ("batch_hash", "config_hash") if summary.get(k)],
@@ -226,11 +227,30 @@ def _coverage(coverage: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _rater_policy(section: Mapping[str, Any], base: Path | None) -> dict[str, Any] | None:
+    """What the rater policy did: the policy, the raters it excluded (and their file), the decision with them."""
+    if not section:
+        return None
+    excluded, kept = mapping(section.get("excluded")), mapping(section.get("with_flagged"))
+    file = excluded.get("file")
+    return {"policy": ", ".join(f"{flag}: {action}" for flag, action in mapping(section.get("policy")).items()),
+            "n_flagged": len({str(mapping(r).get("rater_id")) for r in section.get("flagged") or []}),
+            "excluded": list(excluded.get("raters") or []), "excluded_rows": number(excluded.get("n_rows")),
+            "file": file, "href": href(file, base) if file else None,
+            "with_flagged": kept.get("decision"), "with_flagged_reasons": list(kept.get("reasons") or [])}
+
+
 def _validation(validation: Mapping[str, Any], reports: Mapping[str, Any], base: Path | None) -> list[dict[str, Any]]:
     out = []
     for table, info in validation.items():
         info = mapping(info)
+        if "n_rows" not in info:  # the record's other findings (the rater policy's section) are not tables
+            continue
         share = info.get("invalid_share")
+        selection = mapping(info.get("selection"))
+        if selection:
+            info = {**info, "reason": f"{info.get('reason') or ''} {number(selection.get('n_outside'))} rows outside "
+                                      f"the row selection {selection.get('where')} were left out.".strip()}
         file = reports.get(f"quarantine_{table}")
         counts = mapping(info.get("error_counts"))
         out.append({"table": table, "rows": number(info.get("n_rows")), "valid": number(info.get("n_valid")),

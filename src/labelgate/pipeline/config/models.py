@@ -12,7 +12,16 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from labelgate.core.estimate import DEFAULT_N_BOOT
 from labelgate.errors import LabelGateError, Reason
@@ -23,6 +32,10 @@ Decision = Literal["ACCEPT", "REJECT", "REVIEW", "ERROR"]
 GateType = Literal["normalized_cross_kappa", "cross_kappa", "irr_baseline", "labeler_icc", "spa"]
 IrrName = Literal["krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac"]
 SpaWeighting = Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"]
+#: A value a row selection (``batch.where``) compares a column with, as text (bool is refused: YAML reads ``no`` as
+#: false, which would silently select the text "False").
+SelectValue = StrictStr | StrictInt
+RaterAction = Literal["warn", "review", "exclude"]
 
 
 class ConfigError(LabelGateError, ValueError):
@@ -47,6 +60,20 @@ class Source(_Strict):
     format: Literal["auto", "csv", "parquet", "sql"] = "auto"
     query: str | None = None
     url_env: str | None = Field(default=None, description="Environment variable holding the SQLAlchemy URL.")
+    # One export may hold several pools or vendors: the selection gates one of them, and the rows outside it are
+    # counted, not quarantined (they are not errors, just another gate's rows).
+    where: dict[str, SelectValue | list[SelectValue]] | None = Field(
+        default=None, description="Row selection: column -> value or list of values (compared as text).")
+
+    @field_validator("where")
+    @classmethod
+    def _where_columns(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for column, wanted in (value or {}).items():
+            if not str(column).strip():
+                raise ValueError("a row selection names a column by a non-empty name")
+            if isinstance(wanted, list) and not wanted:
+                raise ValueError(f"the selection of column {column!r} lists no value (it would select no row)")
+        return value
 
     @model_validator(mode="after")
     def _sql_needs_query_and_url(self) -> Source:
@@ -168,10 +195,10 @@ class Interval(_Strict):
     n_boot: int = Field(default=DEFAULT_N_BOOT, ge=2, le=MAX_N_BOOT)
     seed: int | None = 0
     use_ci_bound: bool = True
-    # The per-rater diagnostics and the disattenuated correlation are for the report, not the decision; their
+    # The per-rater diagnostics (whose flags the rater policy acts on) and the disattenuated correlation: their
     # bootstrap runs per rater and costs more per resample, hence a resample count of their own.
     diagnose_n_boot: int = Field(default=500, ge=2, le=MAX_N_BOOT,
-                                 description="Resamples of the report-only diagnostics.")
+                                 description="Resamples of the per-rater diagnostics and ρxy.")
 
 
 class Validation(_Strict):
@@ -186,6 +213,26 @@ class Coverage(_Strict):
 
     min_coverage: float = Field(default=0.1, ge=0, le=1)
     min_common_items: int = Field(default=20, ge=1)
+
+
+class RaterPolicy(_Strict):
+    """What a rater flag does to the decision (the flags of :mod:`labelgate.metrics.diagnostics`).
+
+    ``warn`` reports the flagged raters as a warning of the decision; ``review`` sends the batch to REVIEW naming
+    them; ``exclude`` decides on the batch without their judgements (the rows excluded are listed in a file next to
+    the report; the decision with them is kept in the record). Spammers, who guess, are flagged ``low_agreement``.
+    """
+
+    low_agreement: RaterAction = "warn"
+    collusion: RaterAction = "warn"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_flags(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(key in data for key in ("spammer", "spammers")):
+            raise ValueError("there is no 'spammer' flag: a spammer's agreement with the trusted pool is below the "
+                             "minimum, so it is flagged 'low_agreement'; set raters.low_agreement")
+        return data
 
 
 class Store(_Strict):
@@ -241,8 +288,37 @@ class DaskSettings(_Strict):
     n_workers: int = Field(default=2, ge=1, description="Worker processes of the temporary LocalCluster.")
 
 
+class Serve(_Strict):
+    """The ``serve`` section: what ``labelgate serve`` watches and when a dropped file counts as arrived.
+
+    A file is read only once it is complete: with ``ready_marker`` once ``<file name>.ready`` exists next to it
+    (the writer creates the marker after closing the file), otherwise once it was left unmodified for
+    ``settle_seconds``. Relative paths resolve against the configuration file's folder.
+    """
+
+    watch: str | None = Field(default=None, description="The drop folder that `labelgate serve` gates.")
+    pattern: str = Field(default="*", description="Glob of batch files under the drop folder (`**` recurses).")
+    settle_seconds: float = Field(default=2.0, ge=0, le=86400,
+                                  description="A file modified less than this long ago is still being written.")
+    ready_marker: bool = Field(default=False, description="Gate a file only once `<file name>.ready` exists.")
+    poll_seconds: float = Field(default=1.0, gt=0, le=3600, description="Seconds between two looks at the folder.")
+    after: Literal["keep", "move", "delete"] = Field(default="keep", description="What happens to a gated file.")
+    move_to: str | None = Field(default=None, description="Folder of gated files with `after: move`.")
+    state: str | None = Field(default=None, description="The served gate's file ledger (SQLite; default "
+                                                        "`<reports.dir>/labelgate-serve.db`).")
+    max_attempts: int = Field(default=3, ge=1, le=100,
+                              description="Runs interrupted (server killed) before a batch is recorded as ERROR.")
+    events: bool = Field(default=True, description="Prefect events in and out when PREFECT_API_URL is set.")
+
+    @model_validator(mode="after")
+    def _move_needs_a_folder(self) -> Serve:
+        if self.after == "move" and not self.move_to:
+            raise ValueError("'after: move' needs 'move_to' (the folder gated files are moved to)")
+        return self
+
+
 #: Settings that change where and how a run executes, not what it decides: left out of the idempotency key.
-EXECUTION_KEYS = ("runner", "dask", "store", "reports", "alerts")
+EXECUTION_KEYS = ("runner", "dask", "store", "reports", "alerts", "serve")
 
 
 class GateConfig(_Strict):
@@ -259,11 +335,13 @@ class GateConfig(_Strict):
     interval: Interval = Interval()
     validation: Validation = Validation()
     coverage: Coverage = Coverage()
+    raters: RaterPolicy = RaterPolicy()
     store: Store = Store()
     reports: Reports = Reports()
     alerts: Alerts = Alerts()
     runner: Literal["local", "dask"] = "local"
     dask: DaskSettings = DaskSettings()
+    serve: Serve = Serve()
 
     @model_validator(mode="after")
     def _consistent(self) -> GateConfig:

@@ -11,9 +11,11 @@ long tables (one row per judgement: item, rater, label(s), pool). They come from
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
@@ -29,6 +31,16 @@ ITEM, RATER, LABEL, POOL, TIMESTAMP = "item_id", "rater_id", "label", "pool", "t
 
 def load_pools(config: GateConfig, batch_path: str | Path | None = None,
                trusted_path: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Load the crowd (batch) and trusted tables, each restricted to its row selection (``where``).
+
+    See :func:`load_selected`, which also says how many rows each selection left out.
+    """
+    crowd, trusted, _ = load_selected(config, batch_path, trusted_path)
+    return crowd, trusted
+
+
+def load_selected(config: GateConfig, batch_path: str | Path | None = None,
+                  trusted_path: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Load the crowd (batch) and trusted tables.
 
     Parameters
@@ -43,6 +55,9 @@ def load_pools(config: GateConfig, batch_path: str | Path | None = None,
     crowd, trusted : DataFrame
         Both with the pool column. Each keeps the index of the file it came from (row ``k`` is data row
         ``k``), so quarantined rows can be traced back to the file.
+    selection : dict
+        ``{"batch" | "trusted": {"where", "n_rows", "n_selected", "n_outside"}}`` for each table with a row
+        selection (``batch.where`` / ``trusted.where``); empty without one.
 
     Notes
     -----
@@ -55,21 +70,27 @@ def load_pools(config: GateConfig, batch_path: str | Path | None = None,
     or missing) goes to the crowd table, where validation quarantines the unknown ones, so no row is
     dropped silently.
 
+    *Row selection*: ``batch.where`` / ``trusted.where`` (column → value or list of values, compared as text)
+    keep the rows of the crowd / trusted table that match every column; the others are counted in
+    ``selection``, not quarantined. One export with several vendors is gated per vendor with
+    ``pools: {crowd: vendor_b}`` and ``batch: {where: {pool: vendor_b}}``.
+
     Raises
     ------
     InputError
         No batch given; one source without the pool column; one source without any crowd or trusted row
-        (the message lists the pool values found).
+        (the message lists the pool values found); a selection naming a column the table does not have.
 
     Examples
     --------
     >>> import tempfile, pathlib
     >>> from labelgate.pipeline.config import GateConfig
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "both.csv"
-    >>> _ = p.write_text("item_id,rater_id,label,pool\\n1,a,x,crowd\\n1,b,x,trusted\\n")
-    >>> crowd, trusted = load_pools(GateConfig(), batch_path=p)
-    >>> len(crowd), len(trusted), trusted["rater_id"].tolist()
-    (1, 1, ['b'])
+    >>> _ = p.write_text("item_id,rater_id,label,pool\\n1,a,x,crowd\\n1,b,x,trusted\\n1,c,y,other\\n")
+    >>> crowd, trusted, selection = load_selected(GateConfig.model_validate({"batch": {"where": {"pool": "crowd"}}}),
+    ...                                           batch_path=p)
+    >>> len(crowd), len(trusted), trusted["rater_id"].tolist(), selection["batch"]["n_outside"]
+    (1, 1, ['b'], 1)
     """
     cols, pools = config.columns, config.pools
     batch = _given(config.batch, batch_path)
@@ -79,13 +100,53 @@ def load_pools(config: GateConfig, batch_path: str | Path | None = None,
                          "configuration.", Reason.MISSING_SETTING)
     if trusted is None or batch == trusted:
         table = load_table(config.batch, batch_path, columns=cols, role="batch")
-        return _split_pools(table, config, _describe(batch))
-    crowd_df = load_table(config.batch, batch_path, columns=cols, role="batch")
-    trusted_df = load_table(config.trusted, trusted_path, columns=cols, role="trusted")
-    for frame, value in ((crowd_df, pools.crowd), (trusted_df, pools.trusted)):
-        if cols.pool not in frame.columns:
-            frame[cols.pool] = pd.Series(value, index=frame.index, dtype="str")
-    return crowd_df, trusted_df
+        crowd_df, trusted_df = _split_pools(table, config, _describe(batch))
+    else:
+        crowd_df = load_table(config.batch, batch_path, columns=cols, role="batch")
+        trusted_df = load_table(config.trusted, trusted_path, columns=cols, role="trusted")
+        for frame, value in ((crowd_df, pools.crowd), (trusted_df, pools.trusted)):
+            if cols.pool not in frame.columns:
+                frame[cols.pool] = pd.Series(value, index=frame.index, dtype="str")
+    selection: dict[str, Any] = {}
+    crowd_df = select_rows(crowd_df, config.batch.where, "batch", selection)
+    trusted_df = select_rows(trusted_df, config.trusted.where, "trusted", selection)
+    return crowd_df, trusted_df, selection
+
+
+def select_rows(table: pd.DataFrame, where: Mapping[str, Any] | None, role: str,
+                counts: dict[str, Any] | None = None) -> pd.DataFrame:
+    """The rows of ``table`` whose every column named in ``where`` holds one of its values (compared as text).
+
+    A missing cell matches nothing. The index is kept (row ``k`` stays data row ``k`` of the file). When
+    ``counts`` is given, ``counts[role]`` receives ``{"where", "n_rows", "n_selected", "n_outside"}``.
+
+    Raises
+    ------
+    InputError
+        A column of ``where`` is not in the table (the message names it, the table and its columns).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"pool": ["a", "b", None], "week": [1, 2, 2]})
+    >>> select_rows(df, {"pool": ["a", "b"], "week": 2}, "batch").index.tolist()
+    [1]
+    """
+    if not where:
+        return table
+    keep = np.ones(len(table), dtype=bool)
+    for column, wanted in where.items():
+        if column not in table.columns:
+            raise InputError(f"Column {column!r} of the row selection '{role}.where' is not in the {role} table; "
+                             f"it has columns {sorted(map(str, table.columns))}.", Reason.MISSING_COLUMN,
+                             column=column, table=role)
+        values = [str(v) for v in (wanted if isinstance(wanted, list) else [wanted])]
+        cells = table[column]
+        keep &= (cells.notna() & as_str(cells).isin(values)).to_numpy(dtype=bool)
+    if counts is not None:
+        counts[role] = {"where": dict(where), "n_rows": len(table), "n_selected": int(keep.sum()),
+                        "n_outside": int((~keep).sum())}
+    return table.loc[keep]
 
 
 def _given(source: Source, path: str | Path | None) -> Path | tuple[str | None, str | None] | None:

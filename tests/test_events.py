@@ -1,0 +1,128 @@
+"""Prefect events in and out of the served gate, against a real ``prefect server start`` on 127.0.0.1.
+
+`labelgate serve` with PREFECT_API_URL: 8 dropped batches → 8 decisions, 8 audit records and 8
+``labelgate.gate.decided`` events read back from the API; ``labelgate.batch.ready`` (sent by ``labelgate submit``)
+triggers the served deployment, whose decision event carries the batch id. An emit failure never changes a decision.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from conftest import stop_process_group, wait_for
+from labelgate.gate.watch import DropFolder, serve_settings
+from labelgate.pipeline.config import config_from_dict
+from labelgate.pipeline.store import ResultsStore
+from test_serve import SERVE_APP, gate_config, ledger_rows, write_batches
+
+
+def decided_events(api: str) -> list[dict[str, Any]]:
+    body = {"filter": {"event": {"name": ["labelgate.gate.decided"]}, "order": "ASC"}, "limit": 50}
+    request = urllib.request.Request(f"{api}/events/filter", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())["events"]
+
+
+def deployment_status(api: str) -> str | None:
+    try:
+        with urllib.request.urlopen(f"{api}/deployments/name/labelgate-gate/labelgate-gate-on-event",
+                                    timeout=10) as response:
+            return json.loads(response.read()).get("status")
+    except OSError:
+        return None
+
+
+def test_served_gate_emits_decisions_and_gates_on_batch_ready_events(prefect_server_session, tmp_path):
+    api, env = prefect_server_session["url"], {**prefect_server_session["env"], "OPENBLAS_NUM_THREADS": "1"}
+    expected = write_batches(tmp_path / "drop")
+    config = gate_config(tmp_path, poll_seconds=0.2)
+    (tmp_path / "gate.yaml").write_text(json.dumps(config), encoding="utf-8")
+    state = tmp_path / "reports" / "labelgate-serve.db"
+    log = open(tmp_path / "serve.log", "w")  # closed below
+    server = subprocess.Popen([sys.executable, "-c", SERVE_APP, "serve", "--config", str(tmp_path / "gate.yaml")],
+                              env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: len(ledger_rows(state)) == 8 and all(s == "done" for _, s, _ in ledger_rows(state)),
+                 timeout=300, interval=0.2, give_up=lambda: server.poll() is not None, what="8 decisions")
+        events = wait_for(lambda: (e := decided_events(api)) and len(e) >= 8 and e, timeout=120, interval=0.5,
+                          what="8 decided events in the Prefect API")
+        by_batch = {e["payload"]["batch_id"]: e for e in events}
+        assert {b: e["payload"]["decision"] for b, e in by_batch.items()} == expected
+        assert all(e["resource"]["prefect.resource.id"] == f"labelgate.batch.{b}" for b, e in by_batch.items())
+        accepted = by_batch["0-good1"]["payload"]
+        assert accepted["run_id"] and accepted["report"] and accepted["reasons"] == []
+        assert set(accepted["metrics"]["label"]["normalized_cross_kappa"]) >= {"value", "ci_low", "ci_high"}
+        assert by_batch["7-malformed0"]["payload"]["reasons"]
+        records = ResultsStore(config["store"]["url"]).list_runs(None)
+        assert len(records) == 8 and Counter(r.decision for r in records)["ERROR"] == 1
+
+        # events in: `labelgate submit` emits labelgate.batch.ready and waits for the decision event of its id
+        wait_for(lambda: deployment_status(api) == "READY", timeout=120, interval=0.5,
+                 give_up=lambda: server.poll() is not None, what="the served gate deployment to be ready")
+        submitted = subprocess.run([sys.executable, "-c", SERVE_APP, "submit", "--batch",
+                                    str(tmp_path / "drop" / "4-contentment3.csv"), "--batch-id", "ev-42", "--json",
+                                    "--timeout", "300"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                                   timeout=400)
+        assert submitted.returncode == 1, submitted.stderr[-3000:]  # REJECT
+        payload = json.loads(submitted.stdout.strip().splitlines()[-1])
+        assert payload["batch_id"] == "ev-42" and payload["decision"] == "REJECT"
+        assert any(e["resource"]["prefect.resource.id"] == "labelgate.batch.ev-42" for e in decided_events(api))
+        assert ResultsStore(config["store"]["url"]).current("ev-42").decision == "REJECT"
+    finally:
+        stop_process_group(server)
+        log.close()
+
+
+def test_submit_without_a_server_says_so_in_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    (tmp_path / "b.csv").write_text("item_id,rater_id,label,pool\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-c", SERVE_APP, "submit", "--batch", str(tmp_path / "b.csv")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 3 and out.stderr.startswith("error: No LabelGate server to submit to")
+
+
+def test_an_announcement_failure_never_changes_a_decision(tmp_path):
+    write_batches(tmp_path / "drop", batches=[("contentment", 3, "REJECT")])
+    cfg = config_from_dict(gate_config(tmp_path))
+
+    def broken(summary: dict[str, Any]) -> None:
+        raise ConnectionError("the Prefect API is down")
+
+    folder = DropFolder(cfg, serve_settings(cfg), on_decision=broken)
+    folder.scan()
+    assert [s["decision"] for s in folder.drain()] == ["REJECT"]
+    assert [row["status"] for row in folder.ledger.decisions()] == ["done"]
+    folder.close()
+
+
+def test_emit_decided_to_an_unreachable_api_is_harmless(monkeypatch):
+    import socket
+
+    from labelgate.flows.gate import emit_decided
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{port}/api")
+    summary = {"decision": "ACCEPT", "batch_id": "b1", "reasons": [], "metrics": {}, "run_id": "r1"}
+    assert emit_decided(summary) in (True, False)  # handed to the events worker, or refused: never raises
+    assert summary["decision"] == "ACCEPT"
+
+
+def test_the_gate_deployment_is_declared_with_its_event_trigger():
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "flows" / "prefect.yaml").read_text())
+    (gate,) = [d for d in spec["deployments"] if d["name"] == "labelgate-gate"]
+    assert gate["entrypoint"] == "src/labelgate/flows/gate.py:gate_flow"
+    (trigger,) = gate["triggers"]
+    assert trigger["expect"] == ["labelgate.batch.ready"]
+    assert trigger["parameters"] == {"batch": "{{ event.payload.path }}", "batch_id": "{{ event.payload.batch_id }}"}
