@@ -95,3 +95,16 @@ def test_a_crashed_flow_run_reads_as_error():
     failed = summary_of_state(Failed(data=GateRunError({"decision": "ERROR", "reasons": ["load: x"]})))
     assert failed["reasons"] == ["load: x"]
     assert summary_of_state(Completed(data={"decision": "ACCEPT"}))["decision"] == "ACCEPT"
+
+
+def test_a_row_selection_column_missing_from_the_header_is_named(tmp_path):
+    path = tmp_path / "b.csv"
+    path.write_text("item_id,rater_id,answer,pool\n1,a,x,crowd\n", encoding="utf-8")
+    cfg = GateConfig.model_validate({"questions": [{"name": "q", "label_column": "answer"}],
+                                     "batch": {"where": {"vendor": "b"}}})
+    with pytest.raises(InputError, match=r"Column 'vendor' \(the column of batch.where\) is missing"):
+        check_inputs(cfg, path, None)
+    both = GateConfig.model_validate({"questions": [{"name": "q", "label_column": "answer"}],
+                                      "trusted": {"where": {"team": "experts"}}})
+    with pytest.raises(InputError, match=r"Column 'team' \(the column of trusted.where\)"):
+        check_inputs(both, path, None)  # one file holds both pools: the trusted selection reads it too

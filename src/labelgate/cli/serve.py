@@ -69,7 +69,7 @@ def _start(config: Path, trusted: Path | None, watch: str | None, log: logging.L
     from labelgate.reporting.report import write_gate_report
 
     cfg: GateConfig = load_config(config)
-    settings = serve_settings(cfg, config.resolve().parent, watch=watch)
+    settings = serve_settings(cfg, watch=watch)
     api = _api_url() if settings.events else None
     if not settings.watch and not api:
         raise ValueError("nothing to serve: give --watch FOLDER (or serve.watch), or set PREFECT_API_URL to gate on "

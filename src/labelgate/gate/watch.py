@@ -81,22 +81,20 @@ def decided_payload(summary: dict[str, Any]) -> dict[str, Any]:
             "error_step": summary.get("error_step")}
 
 
-def serve_settings(config: GateConfig, base: str | Path | None = None, *, watch: str | Path | None = None
-                   ) -> Serve:
-    """The config's ``serve`` section with ``--watch`` applied and its relative paths resolved against ``base`` (the
-    configuration file's folder; a ``--watch`` given on the command line stays relative to the working directory).
+def serve_settings(config: GateConfig, *, watch: str | Path | None = None) -> Serve:
+    """The config's ``serve`` section with ``--watch`` applied and the default ledger filled in.
 
-    >>> cfg = GateConfig.model_validate({"serve": {"watch": "drop", "after": "move", "move_to": "done"}})
-    >>> s = serve_settings(cfg, "/srv/gate")
+    Relative paths set in a configuration file were resolved against its folder when it was loaded
+    (:func:`labelgate.pipeline.config.resolve_paths`); a ``--watch`` given on the command line stays relative to the
+    working directory.
+
+    >>> cfg = GateConfig.model_validate({"serve": {"watch": "/srv/gate/drop", "after": "move", "move_to": "done"}})
+    >>> s = serve_settings(cfg)
     >>> s.watch, s.move_to, s.state
-    ('/srv/gate/drop', '/srv/gate/done', 'reports/labelgate-serve.db')
+    ('/srv/gate/drop', 'done', 'reports/labelgate-serve.db')
     """
     settings = config.serve
     update: dict[str, Any] = {}
-    for name in ("watch", "move_to", "state"):
-        value = getattr(settings, name)
-        if value is not None and base is not None and not Path(value).is_absolute():
-            update[name] = str(Path(base) / value)
     if watch is not None:
         update["watch"] = str(watch)
     if (update.get("state") or settings.state) is None:

@@ -47,7 +47,9 @@ def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Pa
         if not path.is_file():
             raise InputError(f"The {role} file {path} does not exist.", Reason.MISSING_SETTING, table=role)
         header = set(read_header(path, source.format, role))
-        for column, what in required_columns(config, with_pool=one_table):
+        selections = [(role, source)] + ([("trusted", config.trusted)] if one_table else [])
+        selected = [(column, f"column of {name}.where") for name, src in selections for column in (src.where or {})]
+        for column, what in [*required_columns(config, with_pool=one_table), *selected]:
             if column not in header:
                 raise InputError(f"Column {column!r} (the {what}) is missing from the {role} file {path.name}; it "
                                  f"has columns {sorted(header)}.", Reason.MISSING_COLUMN, column=column, table=role)

@@ -94,8 +94,8 @@ def read_yaml(path: Path) -> Any:
 def resolve_paths(config: GateT, base: Path) -> GateT:
     """The config with every relative path it *sets* resolved against ``base`` (the config file's folder).
 
-    Sources' paths (the monitor's source too), ``reports.dir`` and a SQLite ``store.url`` given in the file resolve
-    against its folder, so a
+    Sources' paths (the monitor's source too), the served gate's folders and ledger, ``reports.dir`` and a SQLite
+    ``store.url`` given in the file resolve against its folder, so a
     gate behaves the same from any working directory; defaults that the file does not set stay relative to the
     working directory.
 
@@ -116,6 +116,11 @@ def resolve_paths(config: GateT, base: Path) -> GateT:
     if monitor is not None and monitor.source.path and "path" in monitor.source.model_fields_set:
         source = monitor.source.model_copy(update={"path": under(monitor.source.path)})
         update["monitor"] = monitor.model_copy(update={"source": source})
+    serve = config.serve  # the served gate's drop folder, archive and ledger
+    moved = {name: under(getattr(serve, name)) for name in ("watch", "move_to", "state")
+             if getattr(serve, name) and name in serve.model_fields_set}
+    if moved:
+        update["serve"] = serve.model_copy(update=moved)
     if "dir" in config.reports.model_fields_set:
         update["reports"] = config.reports.model_copy(update={"dir": under(config.reports.dir)})
     url = config.store.url
