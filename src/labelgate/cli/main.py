@@ -114,6 +114,10 @@ def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | N
     if not force:
         stored = _stored_decision(cfg, batch, trusted_path, batch_id)
         if stored is not None:
+            if os.environ.get("PREFECT_API_URL"):  # a served team's automations hear of every decision
+                from labelgate.flows.gate import emit_decided
+
+                emit_decided(stored)
             return stored, None
     with _status("Gating the batch (first start of the local Prefect API takes a few seconds)", progress):
         _quiet_loggers()
