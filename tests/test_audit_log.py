@@ -248,3 +248,30 @@ def test_an_unreachable_prefect_api_is_a_recorded_error_not_a_reject(tmp_path, d
     assert "Traceback" not in out.stderr and len(stderr) == 2
     record = _store(tmp_path).current("p")
     assert record is not None and record.decision == "ERROR" and "Prefect API" in record.reasons[0]
+
+
+def test_two_configurations_gating_one_batch_at_once_never_share_a_run_folder(tmp_path, data):
+    import threading
+
+    strict, lenient = _write(tmp_path), tmp_path / "lenient.yaml"
+    lenient.write_text(strict.read_text(encoding="utf-8").replace("min_value: 0.8", "min_value: 0.5"),
+                       encoding="utf-8")
+    summaries: dict[str, dict] = {}
+
+    def gate(name: str, config: Path) -> None:
+        from labelgate.reporting.report import write_gate_report
+
+        summaries[name] = run(config, data["crowd"], data["trusted"], batch_id="shared",
+                              hooks=Hooks(publish=write_gate_report))
+
+    threads = [threading.Thread(target=gate, args=(name, cfg)) for name, cfg in (("a", strict), ("b", lenient))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    a, b = summaries["a"], summaries["b"]
+    assert a["decision"] != "ERROR" and b["decision"] != "ERROR", (a["reasons"], b["reasons"])
+    assert a["inputs_digest"] != b["inputs_digest"]  # another configuration is another key
+    folders = {Path(a["report"]).parent, Path(b["report"]).parent}
+    assert len(folders) == 2 and all(f.parent == tmp_path / "rep" for f in folders)
+    assert {f.name for f in folders} == {f"shared-{a['run_id']}", f"shared-{b['run_id']}"}

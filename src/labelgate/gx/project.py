@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,11 @@ _OURS = """  expectations_store:
       class_name: LabelGateStoreBackend"""
 
 
+# GX reads and writes a project's YAML through one module-level ruamel parser, which is not thread-safe: two gate
+# runs opening their projects at once in one process (threads of a flow or a served gate) fail inside the parser.
+_GX_CONTEXT_LOCK = threading.Lock()
+
+
 class LabelGateStoreBackend(TupleFilesystemStoreBackend):
     """GX's filesystem store backend; GX imports it by name, which registers LabelGate's expectations first."""
 
@@ -49,15 +55,16 @@ def project_context(root: str | Path) -> Any:
     Creates the project on first use (GX's scaffold, then the store's backend is named) and opens it afterwards.
     """
     root = Path(root)
-    context = gx.get_context(mode="file", project_root_dir=str(root))
-    if isinstance(context.expectations_store.store_backend, LabelGateStoreBackend):
-        return context
-    config = Path(context.root_directory) / "great_expectations.yml"
-    text = config.read_text(encoding="utf-8")
-    if _PLAIN not in text:  # a project this module did not make: leave it alone, but say so
-        raise RuntimeError(f"{config} is not a LabelGate GX project (its expectations store was changed).")
-    config.write_text(text.replace(_PLAIN, _OURS), encoding="utf-8")
-    return gx.get_context(mode="file", project_root_dir=str(root))
+    with _GX_CONTEXT_LOCK:
+        context = gx.get_context(mode="file", project_root_dir=str(root))
+        if isinstance(context.expectations_store.store_backend, LabelGateStoreBackend):
+            return context
+        config = Path(context.root_directory) / "great_expectations.yml"
+        text = config.read_text(encoding="utf-8")
+        if _PLAIN not in text:  # a project this module did not make: leave it alone, but say so
+            raise RuntimeError(f"{config} is not a LabelGate GX project (its expectations store was changed).")
+        config.write_text(text.replace(_PLAIN, _OURS), encoding="utf-8")
+        return gx.get_context(mode="file", project_root_dir=str(root))
 
 
 def share_static_assets(context: Any, shared: str | Path) -> Path | None:
