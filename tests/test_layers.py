@@ -42,7 +42,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "labelgate._version": (*HEAVY, "scipy", "numpy"),
     "labelgate.core": HEAVY,
     "labelgate.metrics": HEAVY,
-    "labelgate.gx": ("prefect", "prefect_dask", "typer", "sqlalchemy"),
+    "labelgate.gx": ("prefect", "prefect_dask", "typer"),
     "labelgate.gate": ("prefect", "prefect_dask", "typer"),
     "labelgate.monitor": ("prefect", "prefect_dask", "typer"),
     "labelgate.reporting": ("prefect", "prefect_dask", "typer", "great_expectations"),
@@ -51,6 +51,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 LAZY_ONLY: dict[str, tuple[str, ...]] = {
     "labelgate.core": ("scipy",),
     "labelgate.pipeline": ("prefect", "prefect_dask", "dask", "great_expectations"),
+    "labelgate.gx": ("sqlalchemy",),  # the SQL metric providers only: `import labelgate.gx` stays light
 }
 
 

@@ -364,7 +364,7 @@ class LabelGateExpectation(BatchExpectation):
 
     def _details(self, m: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
         own = {"metric", "value", "ci_low", "ci_high", "ci_level", "n_boot", "n_items", "n_ratings",
-               "n_items_excluded", "reason", "reason_code", "coverage"}
+               "n_items_excluded", "reason", "reason_code", "coverage", "sql"}
         reason = m.get("reason") or self._reason(m, verdict)
         return {
             "metric": m.get("metric"), "value": m.get("value"), "ci_low": m.get("ci_low"),
@@ -379,6 +379,8 @@ class LabelGateExpectation(BatchExpectation):
             "reason": reason, "reason_code": m.get("reason_code"),
             "crowd_pool": self.crowd_pool, "trusted_pool": self.trusted_pool if self.needs_trusted else None,
             "question": self.question,
+            # on a SQL batch: queries run, rows fetched and batch rows aggregated in the database (None on pandas)
+            "sql": m.get("sql"),
         }
 
     def _reason(self, m: dict[str, Any], verdict: dict[str, Any]) -> Optional[str]:  # noqa: UP045

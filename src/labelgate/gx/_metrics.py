@@ -6,8 +6,12 @@ sharing one item index (:func:`labelgate.ratings_by_pool`) and calls a core
 metric. It returns a JSON-friendly dict: the core ``Estimate.to_dict()`` with
 replication-neutral names (``irr_x`` → ``irr_crowd``), plus ``coverage``.
 
-The ``compute_*`` functions hold the logic and take a DataFrame and the
-expectation's parameters, so they are testable without a GX context.
+On pandas the split reads the DataFrame; on a SQL engine the database
+aggregates the batch and the pools are rebuilt from the aggregates
+(:mod:`labelgate.gx._sql`). The ``pools_*`` functions make the core call on
+the pools, whatever built them; the ``compute_*`` functions take a DataFrame
+and the expectation's parameters, so the logic is testable without a GX
+context.
 """
 
 from __future__ import annotations
@@ -15,17 +19,24 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from great_expectations.core.metric_domain_types import MetricDomainTypes
-from great_expectations.execution_engine import PandasExecutionEngine
+from great_expectations.execution_engine import PandasExecutionEngine, SqlAlchemyExecutionEngine
 from great_expectations.expectations.metrics.metric_provider import metric_value
 from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
 
 from labelgate.core.estimate import Estimate
 from labelgate.core.ratings import Ratings, ratings_by_pool
 from labelgate.errors import ParameterError, Reason
+from labelgate.gx._pools import (
+    Pools,
+    missing_pool,
+    missing_pool_column,
+    missing_question,
+    missing_question_column,
+    pool_coverage,
+)
 from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
 from labelgate.metrics.spa import WEIGHTINGS, spa
 
@@ -45,15 +56,6 @@ _RENAME = (("irr_x", "irr_crowd"), ("irr_y", "irr_trusted"))
 _DROP = ("coverage_x", "coverage_y", "n_common_items")
 
 
-@dataclass
-class Pools:
-    """The crowd (and trusted) ratings of one batch, and how far they overlap."""
-
-    crowd: Ratings
-    trusted: Ratings | None
-    coverage: dict[str, Any]
-
-
 # ----------------------------------------------------------------- splitting
 def _select_question(df: Any, kw: dict[str, Any]) -> Any:
     question = kw.get("question")
@@ -61,23 +63,17 @@ def _select_question(df: Any, kw: dict[str, Any]) -> Any:
         return df
     column = kw["question_column"]
     if column not in df.columns:
-        raise ParameterError(f"The 'question' parameter is {question!r} but the batch has no question column "
-                             f"{column!r} (set 'question_column'); columns: {sorted(map(str, df.columns))}.",
-                             parameter="question_column", value=column)
+        raise missing_question_column(question, column, df.columns)
     mask = (df[column] == question).to_numpy(dtype=bool, na_value=False)
     if not mask.any():
-        present = sorted(map(str, df[column].dropna().unique()))[:20]
-        raise ParameterError(f"The 'question' parameter is {question!r}, which no row of column {column!r} "
-                             f"holds; values: {present}.", parameter="question", value=question)
+        raise missing_question(question, column, df[column].dropna().unique())
     return df.loc[mask]
 
 
 def _check_pool(df: Any, column: str, name: str, value: Any) -> Any:
     mask = (df[column] == value).to_numpy(dtype=bool, na_value=False)
     if not mask.any():
-        present = sorted(map(str, df[column].dropna().unique()))[:20]
-        raise ParameterError(f"The {name!r} parameter is {value!r}, but no row of the pool column {column!r} "
-                             f"holds that value; pools in the batch: {present}.", parameter=name, value=value)
+        raise missing_pool(column, name, value, df[column].dropna().unique())
     return mask
 
 
@@ -145,13 +141,11 @@ def build_pools(df: Any, kw: dict[str, Any], *, need_trusted: bool) -> Pools:
                   "level": kw["level"], "categories": kw.get("categories")}
     if pool_col is None:
         if need_trusted:
-            raise ParameterError("The 'pool_column' parameter is None, but this expectation compares two pools "
-                                 "and needs a pool column.", parameter="pool_column")
+            raise missing_pool_column(None, df.columns)
         crowd = Ratings.from_long(df, duplicates=kw["duplicates"], missing="drop", **ratings_kw)
-        return Pools(crowd, None, _coverage(crowd, None))
+        return Pools(crowd, None, pool_coverage(crowd, None))
     if pool_col not in df.columns:
-        raise ParameterError(f"The 'pool_column' parameter is {pool_col!r}, which is not a column of the batch; "
-                             f"columns: {sorted(map(str, df.columns))}.", parameter="pool_column", value=pool_col)
+        raise missing_pool_column(pool_col, df.columns)
     crowd_mask = _check_pool(df, pool_col, "crowd_pool", kw["crowd_pool"])
     trusted_value = kw.get("trusted_pool")
     if need_trusted:
@@ -161,14 +155,13 @@ def build_pools(df: Any, kw: dict[str, Any], *, need_trusted: bool) -> Pools:
     pools = ratings_by_pool(df.loc[keep], pool=pool_col, duplicates=kw["duplicates"], **ratings_kw)
     crowd = pools[_key(pools, kw["crowd_pool"])]
     trusted = pools.get(_key(pools, trusted_value)) if trusted_value is not None else None
-    return Pools(crowd, trusted, _coverage(crowd, trusted))
+    return Pools(crowd, trusted, pool_coverage(crowd, trusted))
 
 
-def _pair(df: Any, kw: dict[str, Any]) -> tuple[Pools, Ratings, Ratings]:
-    pools = split_pools(df, kw, need_trusted=True)
-    if pools.trusted is None:  # unreachable: split_pools raises first
+def _trusted(pools: Pools) -> Ratings:
+    if pools.trusted is None:  # unreachable: building the pools with need_trusted=True raises first
         raise ParameterError("The 'trusted_pool' parameter names no pool of the batch.", parameter="trusted_pool")
-    return pools, pools.crowd, pools.trusted
+    return pools.trusted
 
 
 def _key(pools: dict[Any, Ratings], value: Any) -> Any:
@@ -177,19 +170,6 @@ def _key(pools: dict[Any, Ratings], value: Any) -> Any:
         return value
     matches = [k for k in pools if str(k) == str(value)]
     return matches[0] if matches else value
-
-
-def _coverage(crowd: Ratings, trusted: Ratings | None) -> dict[str, Any]:
-    """Counts of rated items per pool and the share of crowd items also rated by the trusted pool."""
-    in_crowd = crowd.ratings_per_item > 0
-    out: dict[str, Any] = {"n_crowd_items": int(in_crowd.sum()), "n_crowd_ratings": int(crowd.n_ratings)}
-    if trusted is None:
-        return out
-    in_trusted = trusted.ratings_per_item > 0
-    common = int((in_crowd & in_trusted).sum())
-    out.update({"n_trusted_items": int(in_trusted.sum()), "n_trusted_ratings": int(trusted.n_ratings),
-                "n_common_items": common, "coverage": common / max(int(in_crowd.sum()), 1)})
-    return out
 
 
 # --------------------------------------------------------------- core calls
@@ -212,35 +192,31 @@ def _package(est: Estimate, pools: Pools, **extra: Any) -> dict[str, Any]:
     return out
 
 
-def compute_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+def pools_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """kappa_x(crowd, trusted) of the batch (:func:`labelgate.cross_kappa`)."""
-    pools, crowd, trusted = _pair(df, kw)
-    est = cross_kappa(crowd, trusted, **_boot(kw))
+    est = cross_kappa(pools.crowd, _trusted(pools), **_boot(kw))
     return _package(est, pools)
 
 
-def compute_normalized_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+def pools_normalized_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """Normalized kappa_x(crowd, trusted) (:func:`labelgate.normalized_cross_kappa`)."""
-    pools, crowd, trusted = _pair(df, kw)
-    est = normalized_cross_kappa(crowd, trusted, irr=kw["irr"], **_boot(kw))
+    est = normalized_cross_kappa(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
     return _package(est, pools)
 
 
-def compute_irr_comparison(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+def pools_irr_comparison(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """IRR of the crowd and of the trusted pool on their common items, jointly bootstrapped."""
-    pools, crowd, trusted = _pair(df, kw)
-    est = irr_comparison(crowd, trusted, irr=kw["irr"], **_boot(kw))
+    est = irr_comparison(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
     return _package(est, pools)
 
 
-def compute_spa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+def pools_spa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """SPA of the crowd pool (:func:`labelgate.spa`)."""
-    pools = split_pools(df, kw, need_trusted=False)
     est = spa(pools.crowd, weighting=kw["weighting"], **_boot(kw))
     return _package(est, pools)
 
 
-def compute_icc_gap(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+def pools_icc_gap(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """Labeler ICC and item ICC of the crowd pool, their gap and the variance components.
 
     One call to :func:`labelgate.metrics.variance.item_icc` gives both ICCs
@@ -250,7 +226,6 @@ def compute_icc_gap(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
     coded 1). Other labels give a NaN result with a reason instead of a
     number computed on category ranks.
     """
-    pools = split_pools(df, kw, need_trusted=False)
     crowd = pools.crowd
     if crowd.level not in NUMERIC_LEVELS and crowd.n_categories > 2:
         return _undefined_icc(pools, crowd)
@@ -279,6 +254,31 @@ def compute_icc_gap(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def compute_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`pools_cross_kappa` of a DataFrame batch."""
+    return pools_cross_kappa(split_pools(df, kw, need_trusted=True), kw)
+
+
+def compute_normalized_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`pools_normalized_cross_kappa` of a DataFrame batch."""
+    return pools_normalized_cross_kappa(split_pools(df, kw, need_trusted=True), kw)
+
+
+def compute_irr_comparison(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`pools_irr_comparison` of a DataFrame batch."""
+    return pools_irr_comparison(split_pools(df, kw, need_trusted=True), kw)
+
+
+def compute_spa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`pools_spa` of a DataFrame batch."""
+    return pools_spa(split_pools(df, kw, need_trusted=False), kw)
+
+
+def compute_icc_gap(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`pools_icc_gap` of a DataFrame batch."""
+    return pools_icc_gap(split_pools(df, kw, need_trusted=False), kw)
+
+
 def _num(value: Any) -> float | None:
     """A finite float, or None (JSON-friendly NaN)."""
     if value is None:
@@ -300,23 +300,43 @@ def _undefined_icc(pools: Pools, crowd: Ratings) -> dict[str, Any]:
 
 # ------------------------------------------------------------- GX providers
 class LabelGateTableMetric(TableMetricProvider):
-    """Shared GX plumbing: get the (row-condition filtered) batch and call ``compute``."""
+    """Shared GX plumbing: build the batch's pools on the engine, then finish with the core (``finish``).
 
+    On pandas the pools come from the DataFrame (:func:`split_pools`); on a SQL
+    engine from aggregate queries run in the database (:mod:`labelgate.gx._sql`).
+    Either way the same ``pools_*`` function computes the metric.
+    """
+
+    metric_name: str = ""  # set by subclasses (GX registers a provider by it)
     value_keys: tuple[str, ...] = COMMON_VALUE_KEYS
-    compute: Any = None  # set by subclasses: staticmethod(compute_*)
+    finish: Any = None  # set by subclasses: staticmethod(pools_*)
+    #: Whether the metric compares the crowd with the trusted pool (both must then be in the batch).
+    need_trusted: bool = True
 
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine: PandasExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
                 metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
         df, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs, domain_type=MetricDomainTypes.TABLE)
-        return cls.compute(df, dict(metric_value_kwargs))
+        kw = dict(metric_value_kwargs)
+        return cls.finish(split_pools(df, kw, need_trusted=cls.need_trusted), kw)
+
+    @metric_value(engine=SqlAlchemyExecutionEngine)
+    def _sql(cls, execution_engine: SqlAlchemyExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
+             metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
+        # Imported here: the SQL plan imports SQLAlchemy, which `import labelgate.gx` does not need.
+        from labelgate.gx._sql import sql_metric
+
+        selectable, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs,
+                                                               domain_type=MetricDomainTypes.TABLE)
+        return sql_metric(cls.metric_name, cls.finish, execution_engine, selectable, dict(metric_value_kwargs),
+                          need_trusted=cls.need_trusted)
 
 
 class TableCrossKappa(LabelGateTableMetric):
     """``labelgate.table.cross_kappa``: kappa_x of crowd vs trusted."""
 
     metric_name = "labelgate.table.cross_kappa"
-    compute = staticmethod(compute_cross_kappa)
+    finish = staticmethod(pools_cross_kappa)
 
 
 class TableNormalizedCrossKappa(LabelGateTableMetric):
@@ -324,7 +344,7 @@ class TableNormalizedCrossKappa(LabelGateTableMetric):
 
     metric_name = "labelgate.table.normalized_cross_kappa"
     value_keys = (*COMMON_VALUE_KEYS, "irr")
-    compute = staticmethod(compute_normalized_cross_kappa)
+    finish = staticmethod(pools_normalized_cross_kappa)
 
 
 class TableIrrComparison(LabelGateTableMetric):
@@ -332,7 +352,7 @@ class TableIrrComparison(LabelGateTableMetric):
 
     metric_name = "labelgate.table.irr_comparison"
     value_keys = (*COMMON_VALUE_KEYS, "irr")
-    compute = staticmethod(compute_irr_comparison)
+    finish = staticmethod(pools_irr_comparison)
 
 
 class TableSpa(LabelGateTableMetric):
@@ -340,14 +360,16 @@ class TableSpa(LabelGateTableMetric):
 
     metric_name = "labelgate.table.spa"
     value_keys = (*COMMON_VALUE_KEYS, "weighting")
-    compute = staticmethod(compute_spa)
+    finish = staticmethod(pools_spa)
+    need_trusted = False
 
 
 class TableIccGap(LabelGateTableMetric):
     """``labelgate.table.icc_gap``: labeler ICC and item ICC of the crowd pool."""
 
     metric_name = "labelgate.table.icc_gap"
-    compute = staticmethod(compute_icc_gap)
+    finish = staticmethod(pools_icc_gap)
+    need_trusted = False
 
 
 __all__ = ["COMMON_VALUE_KEYS", "IRR_METRICS", "NUMERIC_LEVELS", "WEIGHTINGS", "irr_comparison", "split_pools"]

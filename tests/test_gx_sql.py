@@ -1,0 +1,303 @@
+"""LabelGate's expectations on GX SQL data sources: the database aggregates, the results equal the pandas path's.
+
+Every expectation that runs from aggregates is validated on a GX SQLite data source and — when
+``LABELGATE_TEST_POSTGRES_URL`` names a reachable server (``eval "$(scripts/services.sh postgres)"``) — on a
+GX PostgreSQL data source, and on a GX pandas data source over the same rows sorted by item id (the SQL path's
+item order: the bootstrap draws items by position). ``success``, ``observed_value``, the interval and every
+component must agree: point values to 1e-12, intervals to 1e-12 with the same seed (identical resamples; only
+the rounding of sums may differ). The data: random, with missing labels, several questions, a row condition,
+string and integer ids, nominal / ordinal / interval labels, rows in random order.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+gx = pytest.importorskip("great_expectations")
+sa = pytest.importorskip("sqlalchemy")
+
+from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+from great_expectations.expectations.row_conditions import Column  # noqa: E402
+
+import labelgate.gx as lge  # noqa: E402
+
+PG_URL = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
+NO_PG = ("LABELGATE_TEST_POSTGRES_URL is not set: start a server with `eval \"$(scripts/services.sh postgres)\"` "
+         "to run the GX PostgreSQL tests")
+TOL = 1e-12
+BOOT = {"ci": 0.9, "n_boot": 200, "seed": 7}
+POOLS = {"question_column": "question", "question": "q2"}
+
+
+# ------------------------------------------------------------------ data
+def judgements(level: str, int_ids: bool, seed: int = 0, n_items: int = 70, missing: float = 0.08,
+               duplicate: bool = False) -> pd.DataFrame:
+    """Two pools over three questions: sparse crowd raters, a few trusted raters, missing labels, shuffled rows."""
+    rng = np.random.default_rng(seed)
+    scale: list[Any] = {"nominal": ["neg", "neu", "pos", "mixed"], "ordinal": ["a", "b", "c", "d", "e"],
+                        "interval": [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.5]}[level]
+    item_ids = rng.choice(10**6, n_items * 3, replace=False) if int_ids else [f"it-{i:04d}" for i in
+                                                                               rng.permutation(n_items * 3)]
+    rows = []
+    for q, question in enumerate(("q1", "q2", "q3")):
+        for i in range(n_items):
+            item = item_ids[q * n_items + i]
+            truth = rng.integers(len(scale))
+            for pool, n_raters, k, p in (("crowd", 14, rng.integers(1, 7), 0.6), ("trusted", 5, 3, 0.85)):
+                for r in rng.choice(n_raters, min(k, n_raters), replace=False):
+                    code = truth if rng.random() < p else rng.integers(len(scale))
+                    label = None if rng.random() < missing else scale[int(code)]
+                    rater = int(r) + (100 if pool == "trusted" else 0) if int_ids else f"{pool}-{r}"
+                    rows.append((item, rater, label, pool, question))
+    df = pd.DataFrame(rows, columns=["item_id", "rater_id", "label", "pool", "question"])
+    if duplicate:  # one rater judges one item twice
+        df = pd.concat([df, df.iloc[[5]]], ignore_index=True)
+    return df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+DATASETS = {f"{level}_{'int' if int_ids else 'str'}": (level, int_ids)
+            for level in ("nominal", "ordinal", "interval") for int_ids in (False, True)}
+
+
+def excluded_rater(name: str) -> Any:
+    """A row condition dropping one crowd rater (a GX condition: pandas and SQL engines apply it)."""
+    return Column("rater_id") != (3 if name.endswith("_int") else "crowd-3")
+
+
+def expectations(name: str) -> list[tuple[str, Any]]:
+    level = DATASETS[name][0]
+    cond = {"row_condition": excluded_rater(name)}
+    common = {"level": level, **POOLS, **BOOT}
+    out: list[tuple[str, Any]] = [
+        ("cross_kappa", lge.ExpectCrossKappaToBeAtLeast(min_value=0.3, **common)),
+        ("cross_kappa_rc", lge.ExpectCrossKappaToBeAtLeast(min_value=0.3, use_ci_bound=True, **common, **cond)),
+        ("spa", lge.ExpectSpaToBeBetween(min_value=0.2, max_value=0.99, **common)),
+        ("spa_inv_var_rc", lge.ExpectSpaToBeBetween(min_value=0.2, max_value=0.99, weighting="inv_var_class",
+                                                    **common, **cond)),
+    ]
+    for irr in ("krippendorff_alpha", "fleiss_kappa", "gwet_ac"):
+        out.append((f"nkx_{irr}", lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.8, irr=irr, **common,
+                                                                            **(cond if irr != "gwet_ac" else {}))))
+        out.append((f"irr_{irr}", lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, max_excess=0.3, irr=irr,
+                                                                        **common, **(cond if irr == "gwet_ac"
+                                                                                     else {}))))
+    return out
+
+
+# ------------------------------------------------------------------ GX plumbing
+@pytest.fixture(scope="module")
+def context():
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def pandas_batch(context):
+    definition = context.data_sources.add_pandas("pandas").add_dataframe_asset("rows") \
+        .add_batch_definition_whole_dataframe("all")
+
+    def batch(df: pd.DataFrame) -> Any:
+        # the SQL path orders items by id; the pandas path by first row: the same rows sorted by item id
+        return definition.get_batch(batch_parameters={"dataframe": df.sort_values("item_id", kind="stable")})
+    return batch
+
+
+class SqlSource:
+    """One GX SQL data source; each named table is written once and read as a whole-table batch."""
+
+    def __init__(self, context: Any, kind: str, url: str) -> None:
+        self.engine = sa.create_engine(url)
+        self.kind = kind
+        add = context.data_sources.add_sqlite if kind == "sqlite" else context.data_sources.add_postgres
+        self.source = add(f"{kind}_{uuid.uuid4().hex[:6]}", connection_string=url)
+        self.batches: dict[str, Any] = {}
+
+    def batch(self, name: str, df: pd.DataFrame) -> Any:
+        if name not in self.batches:
+            df.to_sql(name, self.engine, index=False, if_exists="replace")
+            asset = self.source.add_table_asset(name, table_name=name)
+            self.batches[name] = asset.add_batch_definition_whole_table("all").get_batch()
+        return self.batches[name]
+
+
+@pytest.fixture(scope="module")
+def sqlite_source(context, tmp_path_factory):
+    path = tmp_path_factory.mktemp("gx-sql") / "judgements.db"
+    source = SqlSource(context, "sqlite", f"sqlite:///{path}")
+    yield source
+    source.engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def postgres_source(context):
+    if not PG_URL:
+        pytest.skip(NO_PG)
+    pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver")
+    from sqlalchemy.engine import make_url
+
+    admin = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
+    name = f"labelgate_gx_sql_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # unreachable server, or a role that may not create databases
+        admin.dispose()
+        pytest.skip(f"no fresh database on LABELGATE_TEST_POSTGRES_URL: {type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0]}")
+    source = SqlSource(context, "postgres",
+                       make_url(PG_URL).set(database=name).render_as_string(hide_password=False))
+    yield source
+    source.engine.dispose()
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_source(request):
+    return request.getfixturevalue(f"{request.param}_source")
+
+
+def close(a: Any, b: Any, where: str) -> None:
+    """Equal up to TOL, recursively; None and NaN are the same (JSON-friendly NaN)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert set(a) == set(b), (where, set(a) ^ set(b))
+        for key in a:
+            close(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        if not (math.isnan(a) and math.isnan(b)):
+            assert abs(a - b) <= TOL, (where, a, b)
+    elif a is None or b is None:
+        assert all(v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b)), (where, a, b)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), (where, a, b)
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            close(x, y, f"{where}[{k}]")
+    else:
+        assert a == b, (where, a, b)
+
+
+def assert_same_result(sql: Any, pandas: Any, where: str) -> dict[str, Any]:
+    assert lge.raised_exception(sql) is None, (where, lge.raised_exception(sql))
+    assert lge.raised_exception(pandas) is None, (where, lge.raised_exception(pandas))
+    assert sql.success == pandas.success, where
+    close(sql.result["observed_value"], pandas.result["observed_value"], f"{where}: observed_value")
+    ds, dp = dict(sql.result["details"]), dict(pandas.result["details"])
+    report = ds.pop("sql")
+    assert dp.pop("sql") is None
+    close(ds, dp, f"{where}: details")
+    return report
+
+
+# ------------------------------------------------------------------ equality with the pandas path
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_every_expectation_equals_the_pandas_path(name, sql_source, pandas_batch):
+    level, int_ids = DATASETS[name]
+    df = judgements(level, int_ids, seed=len(name))
+    sql_batch, pd_batch = sql_source.batch(name, df), pandas_batch(df)
+    undefined, aggregated = 0, {}
+    for label, expectation in expectations(name):
+        where = f"{sql_source.kind}/{name}/{label}"
+        sql, pandas = sql_batch.validate(expectation), pd_batch.validate(expectation)
+        report = assert_same_result(sql, pandas, where)
+        assert report["dialect"] == ("sqlite" if sql_source.kind == "sqlite" else "postgresql"), where
+        assert 0 < report["rows_fetched"] < report["rows_aggregated"], (where, report)
+        undefined += sql.result["observed_value"] is None
+        aggregated[label] = report["rows_aggregated"]
+        if sql.result["observed_value"] is not None and expectation.ci is not None:
+            assert sql.result["details"]["ci_low"] is not None, where  # the interval itself was compared
+    assert undefined == 0  # the data exercise defined values, not NaN == NaN
+    # the question and the row condition were applied in the database
+    assert aggregated["cross_kappa_rc"] < aggregated["cross_kappa"] < len(df)
+
+
+def test_success_and_failure_both_occur(sqlite_source, pandas_batch):
+    # the thresholds above are not all trivially passed or failed: pick one passing and one failing threshold
+    df = judgements("nominal", False, seed=3)
+    batch = sqlite_source.batch("pass_fail", df)
+    value = batch.validate(lge.ExpectCrossKappaToBeAtLeast(min_value=0.0, **POOLS, ci=None)).result["observed_value"]
+    for threshold, expected in ((value - 0.01, True), (value + 0.01, False)):
+        exp = lge.ExpectCrossKappaToBeAtLeast(min_value=threshold, **POOLS, ci=None)
+        sql, pandas = batch.validate(exp), pandas_batch(df).validate(exp)
+        assert sql.success is expected and pandas.success is expected
+
+
+# ------------------------------------------------------------------ the judgements stay in the database
+def test_rows_fetched_are_the_aggregates_not_the_judgements(sqlite_source):
+    rng = np.random.default_rng(4)
+    n_items, k = 300, 25  # many ratings per item, 3 categories: few (item, label) groups per item
+    rows = [(i, f"r{r}", int(rng.integers(3)), pool, "q1")
+            for i in range(n_items) for pool in ("crowd", "trusted") for r in rng.choice(40, k, replace=False)]
+    df = pd.DataFrame(rows, columns=["item_id", "rater_id", "label", "pool", "question"])
+    res = sqlite_source.batch("many_ratings", df).validate(
+        lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.0, question_column="question", question="q1",
+                                                  n_boot=50))
+    report = res.result["details"]["sql"]
+    groups = df.groupby(["pool", "item_id", "label"]).ngroups
+    assert report["rows_aggregated"] == len(df) == 15_000
+    # one row per (pool, item, label): the item x category counts; the duplicate check found none
+    assert report["rows_fetched"] == groups
+    assert report["rows_fetched"] <= 2 * n_items * 3 < len(df) / 8
+    assert report["queries"] == 3  # the column names (no row), the counts, the duplicates
+
+
+# ------------------------------------------------------------------ what needs rater identity is refused
+@pytest.mark.parametrize("expectation", [
+    lge.ExpectLabelerIccBelowItemIcc(margin=0.0, level="interval"),
+    lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.5, irr="conger_kappa"),
+    lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, irr="janson_olsson_iota", level="interval"),
+], ids=["labeler_icc", "conger_kappa", "janson_olsson_iota"])
+def test_metrics_that_need_rater_identity_fail_with_a_reason(expectation, sqlite_source):
+    df = judgements("interval", False, seed=5)
+    res = sqlite_source.batch("refused", df).validate(expectation)
+    assert res.success is False
+    message = lge.raised_exception(res)
+    assert "cannot run on a SQL batch" in message and "which rater gave each label" in message
+    assert "pandas batch" in message
+
+
+# ------------------------------------------------------------------ errors: the pandas path's
+@pytest.mark.parametrize(("kwargs", "parameter"), [
+    ({"crowd_pool": "mturk"}, "crowd_pool"),
+    ({"trusted_pool": "experts"}, "trusted_pool"),
+    ({"pool_column": "replication"}, "pool_column"),
+    ({"question": "q9"}, "question"),
+    ({"question": "q1", "question_column": "topic"}, "question_column"),
+])
+def test_a_parameter_the_batch_does_not_hold_fails_as_on_pandas(kwargs, parameter, sqlite_source, pandas_batch):
+    df = judgements("nominal", False, seed=6)
+    exp = lge.ExpectCrossKappaToBeAtLeast(min_value=0.0, ci=None, **{"question_column": "question", **kwargs})
+    sql, pandas = sqlite_source.batch("errors", df).validate(exp), pandas_batch(df).validate(exp)
+    assert sql.success is False and pandas.success is False
+    assert lge.raised_exception(sql) == lge.raised_exception(pandas)
+    assert f"'{parameter}'" in lge.raised_exception(sql)
+
+
+def test_duplicate_judgements_are_refused(sqlite_source):
+    df = judgements("nominal", False, seed=8, duplicate=True)
+    batch = sqlite_source.batch("duplicates", df)
+    error = lge.raised_exception(batch.validate(lge.ExpectSpaToBeBetween(min_value=0.0, max_value=1.0)))
+    assert "more than once (1 duplicate judgement(s) in all)" in error
+    # 'first' / 'last' pick by row order, which a SQL table does not have
+    first = lge.raised_exception(batch.validate(lge.ExpectSpaToBeBetween(min_value=0.0, max_value=1.0,
+                                                                         duplicates="first")))
+    assert "duplicates='first'" in first and "row order" in first
+    # without duplicates 'first' is the same as 'error' and runs
+    clean = sqlite_source.batch("no_duplicates", judgements("nominal", False, seed=8))
+    res = clean.validate(lge.ExpectSpaToBeBetween(min_value=0.0, max_value=1.0, duplicates="first"))
+    assert lge.raised_exception(res) is None and res.result["observed_value"] is not None
+
+
+def test_labels_outside_the_given_categories_are_an_error(sqlite_source):
+    df = judgements("nominal", False, seed=9)
+    exp = lge.ExpectSpaToBeBetween(min_value=0.0, max_value=1.0, categories=["neg", "neu", "pos"])
+    error = lge.raised_exception(sqlite_source.batch("categories", df).validate(exp))
+    assert "'mixed', which is not one of the categories" in error
