@@ -22,6 +22,25 @@ from labelgate.pipeline.config import config_from_dict
 from labelgate.pipeline.store import ResultsStore
 from test_serve import SERVE_APP, gate_config, ledger_rows, write_batches
 
+#: A named SQL source: the event gives its name and the value of :batch, never SQL or credentials.
+SQL_SOURCES = {"vendor_db": {"format": "sql", "url_env": "LG_TEST_SOURCE_DB",
+                             "query": "SELECT item_id, rater_id, label, pool FROM judgements WHERE batch = :batch"}}
+
+
+def judgements_database(path: Path) -> str:
+    """A SQLite table of two batches (both pools each): ``good`` from the trusted raters' process, ``bad`` the xRR
+    paper's contentment case; returns its URL."""
+    import sqlite3
+
+    from labelgate.pipeline.synth import scenario_named, simulate
+
+    with sqlite3.connect(path) as conn:
+        for batch, scenario in (("good", "good"), ("bad", "contentment")):
+            frame = simulate(scenario_named(scenario, 600), seed=3).assign(batch=batch)
+            frame[["batch", "item_id", "rater_id", "label", "pool"]].to_sql("judgements", conn, if_exists="append",
+                                                                           index=False)
+    return f"sqlite:///{path.as_posix()}"
+
 
 def decided_events(api: str) -> list[dict[str, Any]]:
     body = {"filter": {"event": {"name": ["labelgate.gate.decided"]}, "order": "ASC"}, "limit": 50}
@@ -44,6 +63,8 @@ def test_served_gate_emits_decisions_and_gates_on_batch_ready_events(prefect_ser
     api, env = prefect_server_session["url"], {**prefect_server_session["env"], "OPENBLAS_NUM_THREADS": "1"}
     expected = write_batches(tmp_path / "drop")
     config = gate_config(tmp_path, poll_seconds=0.2)
+    config["sources"] = SQL_SOURCES
+    env["LG_TEST_SOURCE_DB"] = judgements_database(tmp_path / "judgements.db")
     (tmp_path / "gate.yaml").write_text(json.dumps(config), encoding="utf-8")
     state = tmp_path / "reports" / "labelgate-serve.db"
     log = open(tmp_path / "serve.log", "w")  # closed below
@@ -76,6 +97,17 @@ def test_served_gate_emits_decisions_and_gates_on_batch_ready_events(prefect_ser
         assert payload["batch_id"] == "ev-42" and payload["decision"] == "REJECT"
         assert any(e["resource"]["prefect.resource.id"] == "labelgate.batch.ev-42" for e in decided_events(api))
         assert ResultsStore(config["store"]["url"]).current("ev-42").decision == "REJECT"
+
+        # events in, a batch in a database: the event names a configured SQL source and its parameter
+        emit = ("from prefect.events import emit_event\n"
+                "emit_event(event='labelgate.batch.ready', resource={'prefect.resource.id': 'labelgate.batch.sql-7'},"
+                " payload={'batch_id': 'sql-7', 'source': {'name': 'vendor_db', 'params': {'batch': 'bad'}}})")
+        subprocess.run([sys.executable, "-c", emit], env=env, check=True, timeout=120)
+        event = wait_for(lambda: next((e for e in decided_events(api)
+                                       if e["resource"]["prefect.resource.id"] == "labelgate.batch.sql-7"), None),
+                         timeout=300, interval=0.5, give_up=lambda: server.poll() is not None,
+                         what="the decision of the SQL-source batch")
+        assert event["payload"]["decision"] == "REJECT", event["payload"]["reasons"]
     finally:
         stop_process_group(server)
         log.close()
@@ -125,4 +157,6 @@ def test_the_gate_deployment_is_declared_with_its_event_trigger():
     assert gate["entrypoint"] == "src/labelgate/flows/gate.py:gate_flow"
     (trigger,) = gate["triggers"]
     assert trigger["expect"] == ["labelgate.batch.ready"]
-    assert trigger["parameters"] == {"batch": "{{ event.payload.path }}", "batch_id": "{{ event.payload.batch_id }}"}
+    assert trigger["parameters"] == {"batch": "{{ event.payload.get('path') }}",
+                                     "batch_id": "{{ event.payload.batch_id }}",
+                                     "source": "{{ event.payload.get('source') }}"}

@@ -106,3 +106,25 @@ def test_a_selection_is_validated_in_the_config():
     with pytest.raises(ConfigError, match=r"batch\.where"):
         config_from_dict({"batch": {"where": {"pool": True}}})
     assert config_from_dict({"batch": {"where": {"pool": "vendor_b"}}}).digest() != GateConfig().digest()
+
+
+def test_a_batch_from_a_named_sql_source_with_parameters(tmp_path, monkeypatch):
+    """The form a ``labelgate.batch.ready`` event carries: a configured source's name and its :name values."""
+    from labelgate.gate import run
+    from labelgate.pipeline.store import ResultsStore
+    from test_events import SQL_SOURCES, judgements_database
+
+    monkeypatch.setenv("LG_TEST_SOURCE_DB", judgements_database(tmp_path / "judgements.db"))
+    config = {"gates": [{"type": "normalized_cross_kappa", "min_value": 0.8}], "interval": {"n_boot": 200, "seed": 0},
+              "store": {"url": f"sqlite:///{(tmp_path / 'r.db').as_posix()}"},
+              "reports": {"dir": (tmp_path / "rep").as_posix()}, "sources": SQL_SOURCES}
+    good = run(config, source={"name": "vendor_db", "params": {"batch": "good"}}, batch_id="g")
+    bad = run(config, source={"name": "vendor_db", "params": {"batch": "bad"}}, batch_id="b")
+    assert good["decision"] == "ACCEPT" and bad["decision"] == "REJECT", (good["reasons"], bad["reasons"])
+    unknown = run(config, source={"name": "nope", "params": {}}, batch_id="u")
+    assert unknown["decision"] == "ERROR" and unknown["error_step"] == "source" and "'nope'" in unknown["reasons"][0]
+    extra = run(config, source={"name": "vendor_db", "params": {"batch": "good", "x": "1"}}, batch_id="x")
+    assert extra["decision"] == "ERROR" and "has no placeholder for ['x']" in extra["reasons"][0]
+    missing = run(config, source={"name": "vendor_db", "params": {}}, batch_id="m")
+    assert missing["decision"] == "ERROR" and "needs values for ['batch']" in missing["reasons"][0]
+    assert ResultsStore(config["store"]["url"]).current("u").decision == "ERROR"  # refused requests are recorded

@@ -153,7 +153,7 @@ def final_state(summary: dict[str, Any]) -> State:
 
 @flow(name="labelgate-gate", log_prints=False, validate_parameters=False)
 def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = None, trusted: str | None = None,
-              batch_id: str | None = None, force: bool = False) -> State:
+              batch_id: str | None = None, force: bool = False, source: dict[str, Any] | None = None) -> State:
     """Gate one batch (:func:`labelgate.gate.run` with Prefect tasks and artifacts); see the module for states.
 
     Returns
@@ -162,7 +162,8 @@ def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = Non
         Failed on ERROR (its result is a :class:`GateRunError` with the summary), Completed otherwise (its result
         is the summary). Use :func:`run_gate_flow` to get the summary in every case.
     """
-    summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=_hooks())
+    summary = runner.run(config, batch or None, trusted, batch_id=batch_id, force=force, hooks=_hooks(),
+                         source=source or None)  # an event without a path or a source renders them empty
     emit_decided(summary)
     return final_state(summary)
 

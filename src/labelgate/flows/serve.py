@@ -6,6 +6,11 @@ Any pipeline asks for a gate with two lines (``PREFECT_API_URL`` pointing at the
     emit_event(event="labelgate.batch.ready", resource={"prefect.resource.id": "labelgate.batch.b42"},
                payload={"batch_id": "b42", "path": "/data/batches/b42.csv"})
 
+or, for a batch that lives in a database, names a SQL source of the configuration (``sources:``) and the values of
+its ``:name`` placeholders — never SQL, never credentials::
+
+    payload={"batch_id": "b42", "source": {"name": "vendor_db", "params": {"batch": "b42"}}}
+
 The trigger starts a run of :func:`labelgate.flows.gate.gate_flow` with ``batch`` and ``batch_id`` from the payload
 and ``config`` / ``trusted`` from the deployment; the run emits ``labelgate.gate.decided`` like every gate run.
 ``labelgate serve`` serves it next to the drop folder when a Prefect API is configured.
@@ -43,7 +48,9 @@ def event_deployment(config: str | Path, trusted: str | Path | None = None, name
         parameters["trusted"] = str(Path(trusted).resolve())
     trigger = DeploymentEventTrigger(
         expect={READY_EVENT}, match={"prefect.resource.id": "labelgate.batch.*"},
-        parameters={"batch_id": "{{ event.payload.batch_id }}", "batch": "{{ event.payload.path }}"})
+        # .get: an event carries either a path or a named SQL source; the other renders as None, not as an error
+        parameters={"batch_id": "{{ event.payload.batch_id }}", "batch": "{{ event.payload.get('path') }}",
+                    "source": "{{ event.payload.get('source') }}"})
     return gate_flow.to_deployment(name=name, parameters=parameters, triggers=[trigger])
 
 

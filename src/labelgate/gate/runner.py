@@ -82,7 +82,7 @@ class Hooks:
 
 def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path | None = None,
         trusted: str | Path | None = None, *, batch_id: str | None = None, force: bool = False,
-        hooks: Hooks | None = None) -> dict[str, Any]:
+        hooks: Hooks | None = None, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Gate one batch against the trusted replication and return the run summary.
 
     Parameters
@@ -99,6 +99,9 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
         before; the new record supersedes the earlier ones of the batch id, which are kept.
     hooks : Hooks, optional
         Orchestration and reports (see :class:`Hooks`).
+    source : mapping, optional
+        ``{"name": NAME, "params": {...}}``: read the batch from the configuration's named SQL source ``sources.NAME``
+        with these values for its ``:name`` placeholders (the form a ``labelgate.batch.ready`` event carries).
 
     Returns
     -------
@@ -116,7 +119,7 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
         state["locks"] = locks
         try:
-            summary = _run(config, batch, trusted, force, state, timing, hooks)
+            summary = _run(config, batch, trusted, force, state, timing, hooks, source)
         except Exception as exc:  # fail closed: every failure ends as ERROR, never ACCEPT
             hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
             summary = error_summary(state, exc, started, timing, hooks.publish)
@@ -133,7 +136,7 @@ def new_state(batch_id: str | None, batch: str | None) -> dict[str, Any]:
 
 
 def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, Any], timing: dict[str, float],
-         hooks: Hooks) -> dict[str, Any]:
+         hooks: Hooks, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
     started = datetime.now(UTC)
     call = hooks.step
     cfg = as_config(config)
@@ -141,6 +144,11 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     store = ResultsStore.from_config(cfg.store)
     store.migrate()
     state["store"] = store
+    if source is not None:  # the batch is a named SQL source with the request's parameters (recorded if refused)
+        state["step"] = "source"
+        cfg = cfg.with_batch_source(dict(source))
+        state.update(cfg=cfg, config_hash=cfg.digest())
+        batch = None
     state["step"] = "load"
     crowd, trusted_df, selection = timed(timing, "load", lambda: call("load", steps.load, cfg, batch, trusted))
     state["batch_hash"], state["trusted_hash"], digest = digest_of(cfg, crowd, trusted_df)

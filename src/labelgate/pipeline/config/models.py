@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -64,6 +65,8 @@ class Source(_Strict):
     # counted, not quarantined (they are not errors, just another gate's rows).
     where: dict[str, SelectValue | list[SelectValue]] | None = Field(
         default=None, description="Row selection: column -> value or list of values (compared as text).")
+    params: dict[str, SelectValue] | None = Field(
+        default=None, description="Values bound to the query's :name placeholders (never spliced into the SQL).")
 
     @field_validator("where")
     @classmethod
@@ -80,7 +83,15 @@ class Source(_Strict):
         if self.format == "sql" and not (self.query and self.url_env):
             raise ValueError("format 'sql' needs both 'query' and 'url_env' (the environment variable that holds "
                              "the database URL)")
+        unknown = set(self.params or {}) - set(self.placeholders())
+        if unknown:
+            raise ValueError(f"params {sorted(unknown)} name no ':name' placeholder of the query "
+                             f"(placeholders: {sorted(self.placeholders())})")
         return self
+
+    def placeholders(self) -> list[str]:
+        """The ``:name`` parameters of the query, in order of appearance."""
+        return list(dict.fromkeys(re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", self.query or "")))
 
 
 class Columns(_Strict):
@@ -192,6 +203,9 @@ class Interval(_Strict):
     """Bootstrap settings shared by all expectations."""
 
     ci: float | None = Field(default=0.95, gt=0, lt=1)
+    ci_method: Literal["bca", "percentile"] = Field(
+        default="bca", description="Item-bootstrap interval: BCa (default; docs/benchmarks.md, 'Interval coverage') "
+        "or percentile.")
     n_boot: int = Field(default=DEFAULT_N_BOOT, ge=2, le=MAX_N_BOOT)
     seed: int | None = 0
     use_ci_bound: bool = True
@@ -342,6 +356,9 @@ class GateConfig(_Strict):
     runner: Literal["local", "dask"] = "local"
     dask: DaskSettings = DaskSettings()
     serve: Serve = Serve()
+    sources: dict[str, Source] = Field(
+        default={}, description="Named SQL sources a 'labelgate.batch.ready' event may ask for by name, with values "
+        "for their :name placeholders (the event never carries SQL or credentials).")
 
     @model_validator(mode="after")
     def _consistent(self) -> GateConfig:
@@ -354,7 +371,42 @@ class GateConfig(_Strict):
             unknown = set(gate.questions or ()) - set(names)
             if unknown:
                 raise ValueError(f"gate {gate.type!r} names unknown question(s) {sorted(unknown)}")
+        for name, source in self.sources.items():
+            if source.format != "sql":
+                raise ValueError(f"sources.{name}: a named source is a SQL query (format: sql, query, url_env)")
         return self
+
+    def with_batch_source(self, request: Any) -> GateConfig:
+        """This configuration with its batch read from the named SQL source of ``request``
+        (``{"name": NAME, "params": {placeholder: value}}``, as a ``labelgate.batch.ready`` event carries it).
+
+        Raises
+        ------
+        ConfigError
+            The request is not of that form, names no configured source, or gives values for parameters the
+            source's query does not have (or misses one it has).
+        """
+        if not isinstance(request, dict) or not isinstance(request.get("name"), str) or \
+                not isinstance(request.get("params", {}), dict) or set(request) - {"name", "params"}:
+            raise ConfigError(f"A source request is {{'name': NAME, 'params': {{...}}}}; got {request!r}.",
+                              key="source")
+        name, params = request["name"], dict(request.get("params") or {})
+        if name not in self.sources:
+            raise ConfigError(f"The source {name!r} is not configured (configured: {sorted(self.sources)}).",
+                              key=f"sources.{name}")
+        source = self.sources[name]
+        missing = set(source.placeholders()) - set(params) - set(source.params or {})
+        unknown = set(params) - set(source.placeholders())
+        if missing or unknown:
+            problem = f"needs values for {sorted(missing)}" if missing else \
+                f"has no placeholder for {sorted(unknown)} (its placeholders: {source.placeholders()})"
+            raise ConfigError(f"The source {name!r} {problem}.", key=f"sources.{name}")
+        bad = [k for k, v in params.items() if isinstance(v, bool) or not isinstance(v, (str, int, float))]
+        if bad:
+            raise ConfigError(f"The source {name!r}: the values of {sorted(bad)} must be text or numbers.",
+                              key=f"sources.{name}")
+        return self.model_copy(update={"batch": source.model_copy(update={"params": {**(source.params or {}),
+                                                                                     **params}})})
 
     def label_column(self, question: Question) -> str:
         """The column holding this question's labels."""

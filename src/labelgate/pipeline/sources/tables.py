@@ -77,7 +77,7 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
     """
     fmt: str = source.format
     if fmt == "sql" and path is None:
-        table = read_query(source.url_env, source.query or "", f"the {role} query")
+        table = read_query(source.url_env, source.query or "", f"the {role} query", params=source.params)
         if len(table.columns) > MAX_COLUMNS:
             raise InputError(f"The {role} query's result has {len(table.columns)} columns, more than the limit of "
                              f"{MAX_COLUMNS}.", Reason.UNREADABLE_INPUT, n_columns=len(table.columns))
