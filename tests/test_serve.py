@@ -245,3 +245,36 @@ def test_kill_9_while_gating_then_restart_decides_every_batch_exactly_once(tmp_p
     assert Counter(r.batch_id for r in records if r.decision == "ERROR") == {"7-malformed0": 1}
     log = (tmp_path / "serve-2.log").read_text()
     assert "requeued" in log or "recovered" in log, log[-2000:]
+
+
+def test_a_folder_behind_an_fsspec_url_is_watched_like_a_local_one(tmp_path):
+    """``serve.watch`` may be any fsspec URL (``s3://…`` with s3fs); fsspec's in-memory filesystem stands in here."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = f"/labelgate-test-{tmp_path.name}"
+    local = tmp_path / "staging"
+    expected = write_batches(local, batches=[("good", 1, "ACCEPT"), ("contentment", 3, "REJECT")])
+    for path in sorted(local.iterdir()):
+        fs.put(str(path), f"{root}/drop/{path.name}")
+    fs.pipe(f"{root}/drop/1-contentment3.json", b'{"batch_id": "vendor-b"}')
+    config = gate_config(tmp_path, after="move", move_to=f"memory://{root}/done")
+    config["serve"]["watch"] = f"memory://{root}/drop"
+    cfg = config_from_dict(config)
+    folder = DropFolder(cfg, serve_settings(cfg))
+    try:
+        queued = folder.scan()
+        assert [job.batch_id for job in queued] == ["0-good1", "vendor-b"]
+        decided = {s["batch_id"]: s["decision"] for s in folder.drain()}
+        assert decided == {"0-good1": expected["0-good1"], "vendor-b": expected["1-contentment3"]}
+        assert sorted(Path(p).name for p in fs.ls(f"{root}/done", detail=False)) == sorted(expected_names(expected))
+        assert not [p for p in fs.ls(f"{root}/drop", detail=False) if p.endswith(".csv")]  # moved after gating
+        assert not any(folder.cache.rglob("*.csv"))  # local copies removed after the gate read them
+        assert folder.scan() == []
+    finally:
+        folder.close()
+        fs.rm(root, recursive=True)
+
+
+def expected_names(expected: dict[str, str]) -> list[str]:
+    return [f"{stem}.csv" for stem in expected]

@@ -5,8 +5,10 @@
 
 - **Arrival.** A file counts as arrived when it is complete: with ``serve.ready_marker`` once ``<file name>.ready``
   exists beside it, otherwise once it was left unmodified for ``serve.settle_seconds`` (the listing and the settle
-  rule are the monitor's, :func:`labelgate.pipeline.sources.deliveries.list_files`). Files present at start-up
-  arrive at the first look. Files are queued oldest first (modification time, then name).
+  rule are the monitor's: :class:`labelgate.pipeline.sources.folders.Folder`). The folder is a local path or any
+  fsspec URL (``s3://bucket/incoming`` with s3fs installed): a remote file is copied to a local cache for the gate to
+  read, and the copy removed after. Files present at start-up arrive at the first look. Files are queued oldest
+  first (modification time, then name).
 - **Batch id.** The file's stem, unless a sidecar ``<stem>.json`` holds ``{"batch_id": ...}``.
 - **Once each.** A small SQLite ledger (``serve.state``) records every file it queued, by path, size and
   modification time, with its state (queued → running → done), the decision and the run id. A file that fails is an
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -40,9 +41,9 @@ from typing import Any
 from labelgate.errors import LabelGateError, Reason
 from labelgate.gate import runner
 from labelgate.gate.audit import default_batch_id
-from labelgate.pipeline.config import ConfigError, GateConfig, MonitorConfig, MonitorSettings, MonitorSource
+from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.config.models import Serve
-from labelgate.pipeline.sources.deliveries import list_files
+from labelgate.pipeline.sources.folders import Folder
 from labelgate.pipeline.store import ResultsStore, record_summary
 
 LOGGER = logging.getLogger("labelgate.serve")
@@ -99,10 +100,6 @@ def serve_settings(config: GateConfig, *, watch: str | Path | None = None) -> Se
         update["watch"] = str(watch)
     if (update.get("state") or settings.state) is None:
         update["state"] = str(Path(config.reports.dir) / DEFAULT_STATE)
-    if "://" in (update.get("watch") or settings.watch or ""):
-        raise ConfigError(f"serve.watch {update.get('watch') or settings.watch!r}: only a local folder can be "
-                          "watched in this version; mount the bucket, or emit 'labelgate.batch.ready' events "
-                          "(docs/deployment.md).", Reason.INVALID_PARAMETER)
     return settings.model_copy(update=update)
 
 
@@ -255,57 +252,51 @@ class DropFolder:
         if not self.settings.watch:
             raise ConfigError("Nothing to watch: give --watch FOLDER or serve.watch in the configuration.",
                               Reason.MISSING_SETTING)
-        self.root = Path(self.settings.watch)
-        if not self.root.is_dir():
-            raise ServeError(f"The drop folder {str(self.root)!r} does not exist.")
+        try:
+            self.folder = Folder(self.settings.watch)
+        except LabelGateError as exc:
+            raise ServeError(exc.message) from None
+        # local copies of a remote folder's files, read by the gate and removed after it
+        self.cache = Path(self.settings.state or DEFAULT_STATE).parent / "labelgate-serve-cache"
         self.trusted = None if trusted is None else str(trusted)
         self.hooks = hooks or runner.Hooks(logger=logging.getLogger("labelgate.gate"))
         self.on_decision = on_decision
         self.gate = gate
         self.logger = logger
         self.ledger = Ledger(self.settings.state or DEFAULT_STATE)
-        # the monitor's drop-folder listing, configured with the served gate's folder and arrival rules
-        self._listing = MonitorConfig.model_construct(monitor=MonitorSettings(source=MonitorSource(
-            kind="files", path=str(self.root), pattern=self.settings.pattern,
-            settle_seconds=0.0 if self.settings.ready_marker else self.settings.settle_seconds)))
 
     # -- arrival --------------------------------------------------------------------------------------------
 
     def scan(self) -> list[Job]:
         """Queue the files that arrived since the last look (oldest first) and return them."""
-        arrived: list[tuple[str, int, int]] = []
-
-        def visit(name: str, size: int, mtime_ns: int) -> bool:
-            arrived.append((name, size, mtime_ns))
-            return True  # "known": list_files then skips the file without reading it; the gate reads it
-
-        list_files(self._listing, visit)
+        settle = 0.0 if self.settings.ready_marker else self.settings.settle_seconds
         queued = []
-        for name, size, mtime_ns in arrived:
-            path = self.root / name
-            if self.settings.ready_marker and not path.with_name(path.name + READY_SUFFIX).exists():
+        for arrival in self.folder.settled(self.settings.pattern, settle):
+            name = arrival.name
+            if self.settings.ready_marker and not self.folder.exists(name + READY_SUFFIX):
                 continue  # not complete yet: its writer creates the marker when it is
-            key = f"{name}|{size}|{mtime_ns}"
+            key = f"{name}|{arrival.size}|{arrival.mtime_ns}"
             if self.ledger.known(key):
                 continue
-            batch_id, problem = self._batch_id(path)
-            job = self.ledger.add(Job(key=key, path=str(path), batch_id=batch_id, problem=problem))
+            batch_id, problem = self._batch_id(name)
+            job = self.ledger.add(Job(key=key, path=name, batch_id=batch_id, problem=problem))
             if job is not None:
                 self.logger.info("queued %s (%s)", job.batch_id, name)
                 queued.append(job)
         return queued
 
-    def _batch_id(self, path: Path) -> tuple[str, str | None]:
-        stem = default_batch_id(str(path))
-        sidecar = path.with_name(stem + SIDECAR_SUFFIX)
-        if not sidecar.is_file():
+    def _batch_id(self, name: str) -> tuple[str, str | None]:
+        stem = default_batch_id(name)
+        sidecar = str(Path(name).with_name(stem + SIDECAR_SUFFIX).as_posix())
+        if not self.folder.exists(sidecar):
             return stem, None
         try:
-            named = json.loads(sidecar.read_text(encoding="utf-8")).get("batch_id")
+            named = json.loads(self.folder.read_text(sidecar)).get("batch_id")
         except (OSError, ValueError, AttributeError) as exc:
-            return stem, f"the sidecar {sidecar.name} is not a JSON object: {exc}"
+            return stem, f"the sidecar {Path(sidecar).name} is not a JSON object: {exc}"
         if not isinstance(named, str) or not named.strip() or len(named) > 200:
-            return stem, f"the sidecar {sidecar.name} has no usable 'batch_id' (a non-empty string of ≤ 200 chars)"
+            return stem, (f"the sidecar {Path(sidecar).name} has no usable 'batch_id' (a non-empty string of ≤ 200 "
+                          "chars)")
         return named.strip(), None
 
     # -- gating ---------------------------------------------------------------------------------------------
@@ -343,10 +334,10 @@ class DropFolder:
     def gate_job(self, job: Job) -> dict[str, Any]:
         """Gate one queued file, record it done, announce its decision and apply ``serve.after``."""
         attempts = self.ledger.claim(job)
-        self.logger.info("running %s (%s)%s", job.batch_id, Path(job.path).name,
+        self.logger.info("running %s (%s)%s", job.batch_id, job.path,
                          f", attempt {attempts}" if attempts > 1 else "")
         started = time.perf_counter()
-        entry = {"batch": job.path, "trusted": self.trusted, "batch_id": job.batch_id}
+        entry = {"batch": self._location(job), "trusted": self.trusted, "batch_id": job.batch_id}
         if job.problem is not None:
             summary = self._failed(entry, ServeError(job.problem), "sidecar")
         elif attempts > self.settings.max_attempts:
@@ -354,7 +345,13 @@ class DropFolder:
                 f"the served gate was interrupted {attempts - 1} times while gating this file"), "serve")
         else:
             try:
-                summary = self.gate(self.config, job.path, self.trusted, batch_id=job.batch_id, hooks=self.hooks)
+                local = self.folder.local_copy(job.path, self.cache)
+                try:
+                    summary = self.gate(self.config, str(local), self.trusted, batch_id=job.batch_id,
+                                        hooks=self.hooks)
+                finally:
+                    if self.folder.remote:
+                        local.unlink(missing_ok=True)
             except Exception as exc:  # the gate fails closed itself; this guards the loop against anything else
                 summary = self._failed(entry, exc, "serve")
         self._announce(summary)
@@ -377,16 +374,17 @@ class DropFolder:
             self.logger.warning("the decision of %s was not announced: %s", summary.get("batch_id"), exc)
 
     def _after(self, job: Job) -> None:
-        path = Path(job.path)
         try:
             if self.settings.after == "delete":
-                path.unlink(missing_ok=True)
+                self.folder.delete(job.path)
             elif self.settings.after == "move" and self.settings.move_to:
-                target = Path(self.settings.move_to)
-                target.mkdir(parents=True, exist_ok=True)
-                os.replace(path, target / path.name)
+                self.folder.move(job.path, self.settings.move_to)
         except OSError as exc:  # the decision is taken and recorded; the file just stays where it is
-            self.logger.warning("%s could not be %sd after gating: %s", path.name, self.settings.after, exc)
+            self.logger.warning("%s could not be %sd after gating: %s", job.path, self.settings.after, exc)
+
+    def _location(self, job: Job) -> str:
+        """Where the file of ``job`` is, for messages and records: its URL or local path."""
+        return f"{self.folder.location.rstrip('/')}/{job.path}"
 
     # -- the loop -------------------------------------------------------------------------------------------
 

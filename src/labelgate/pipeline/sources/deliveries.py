@@ -10,7 +10,6 @@ and are recognised judgement by judgement.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,8 +21,9 @@ import pandas as pd
 
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import MonitorConfig
+from labelgate.pipeline.sources.folders import Folder
 from labelgate.pipeline.sources.sql import read_sql
-from labelgate.pipeline.sources.tables import TABLE_SUFFIXES, content_hash, load_table
+from labelgate.pipeline.sources.tables import content_hash, load_table
 
 
 @dataclass
@@ -68,30 +68,19 @@ def list_files(config: MonitorConfig, known: Callable[[str, int, int], bool]) ->
     was merged before; such files are not read again.
     """
     src = config.monitor.source
-    root = Path(src.path or ".")
-    if not root.is_dir():
-        raise InputError(
-            f"The monitor drop folder {str(root)!r} does not exist.", Reason.UNREADABLE_INPUT, file=str(root)
-        )
-    settle_ns = int(src.settle_seconds * 1e9)
-    now = time.time_ns()
+    folder = Folder(src.path or ".", "monitor drop folder")
+    cache = Path(config.reports.dir) / ".deliveries"  # local copies of a remote folder's files
     out = []
-    for path in sorted(root.glob(src.pattern), key=lambda p: (p.stat().st_mtime_ns, str(p))):
-        if not path.is_file() or path.name.startswith(".") or not path.name.lower().endswith(TABLE_SUFFIXES):
-            continue
-        stat = path.stat()
-        if now - stat.st_mtime_ns < settle_ns:
-            continue  # still being written
-        delivery_id = path.relative_to(root).as_posix()
-        if known(delivery_id, stat.st_size, stat.st_mtime_ns):
+    for arrival in folder.settled(src.pattern, src.settle_seconds):
+        if known(arrival.name, arrival.size, arrival.mtime_ns):
             continue
         frame = load_table(
             config.batch.model_copy(update={"format": "auto", "path": None}),
-            path,
+            folder.local_copy(arrival.name, cache),
             columns=config.columns,
             role="delivery",
         )
-        out.append(_file_delivery(delivery_id, frame, stat, src.default_pool))
+        out.append(_file_delivery(arrival.name, frame, arrival.size, arrival.mtime_ns, src.default_pool))
     return out
 
 
@@ -112,13 +101,12 @@ def read_trusted(config: MonitorConfig, known: Callable[[str, int, int], bool]) 
     frame = load_table(config.trusted, None, columns=config.columns, role="trusted")
     if config.columns.pool not in frame.columns:
         frame[config.columns.pool] = config.pools.trusted
-    return [_file_delivery(delivery_id, frame, stat, config.pools.trusted)]
+    return [_file_delivery(delivery_id, frame, stat.st_size, stat.st_mtime_ns, config.pools.trusted)]
 
 
-def _file_delivery(delivery_id: str, frame: pd.DataFrame, stat: os.stat_result, pool: str | None) -> Delivery:
+def _file_delivery(delivery_id: str, frame: pd.DataFrame, size: int, mtime_ns: int, pool: str | None) -> Delivery:
     # a file's rows without their own timestamp arrived when the file was last written
-    return Delivery(delivery_id, frame, content_hash(frame), stat.st_size, stat.st_mtime_ns, stat.st_mtime_ns // 1000,
-                    pool)
+    return Delivery(delivery_id, frame, content_hash(frame), size, mtime_ns, mtime_ns // 1000, pool)
 
 
 def read_since(config: MonitorConfig, watermark_us: int | None) -> list[Delivery]:
