@@ -249,7 +249,7 @@ def test_kill_9_while_gating_then_restart_decides_every_batch_exactly_once(tmp_p
 
 def test_a_folder_behind_an_fsspec_url_is_watched_like_a_local_one(tmp_path):
     """``serve.watch`` may be any fsspec URL (``s3://…`` with s3fs); fsspec's in-memory filesystem stands in here."""
-    import fsspec
+    fsspec = pytest.importorskip("fsspec", reason="watching a URL needs fsspec (the 'dask' extra installs it)")
 
     fs = fsspec.filesystem("memory")
     root = f"/labelgate-test-{tmp_path.name}"
