@@ -158,15 +158,16 @@ def test_interval_is_deterministic_with_seed_and_brackets_the_value(spec, opts):
     rng = np.random.default_rng(3)
     wide = _random_wide(rng, 60, _raters(spec), 3, p_missing=0.2)
     wide[:40, 1] = wide[:40, 0]  # some agreement so values are not degenerate
-    a = _run(spec, opts, wide, ci=0.9, n_boot=200, seed=11)
-    b = _run(spec, opts, wide, ci=0.9, n_boot=200, seed=11)
-    first = next(iter(a.values())) if spec.kind == "per_category" else a
-    second = next(iter(b.values())) if spec.kind == "per_category" else b
-    assert first.ci == second.ci
-    assert first.ci is not None and first.ci[0] <= first.ci[1]
-    assert first.ci_level == 0.9 and first.n_boot == 200
-    low, high = first.ci
-    assert low - 0.25 <= float(first) <= high + 0.25  # percentile interval sits around the estimate
+    for method in spec.ci_methods:
+        a = _run(spec, opts, wide, ci=0.9, n_boot=200, seed=11, ci_method=method)
+        b = _run(spec, opts, wide, ci=0.9, n_boot=200, seed=11, ci_method=method)
+        first = next(iter(a.values())) if spec.kind == "per_category" else a
+        second = next(iter(b.values())) if spec.kind == "per_category" else b
+        assert first.ci == second.ci
+        assert first.ci is not None and first.ci[0] <= first.ci[1]
+        assert first.ci_level == 0.9 and first.n_boot == 200 and first.ci_method == method
+        low, high = first.ci
+        assert low - 0.25 <= float(first) <= high + 0.25  # the interval sits around the estimate
 
 
 @pytest.mark.parametrize(("spec", "opts"), CASES)
@@ -185,7 +186,7 @@ def test_estimate_contract(spec, opts):
 
 @pytest.mark.parametrize("spec", [s for s in METRICS if s.family == "agreement"], ids=lambda s: s.name)
 @pytest.mark.parametrize(("kw", "parameter"), [({"ci": 1.5}, "ci"), ({"n_boot": 1}, "n_boot"),
-                                                ({"ci": "high"}, "ci")])
+                                                ({"ci": "high"}, "ci"), ({"ci_method": "bogus"}, "ci_method")])
 def test_bad_bootstrap_parameters_raise_naming_the_parameter(spec, kw, parameter):
     wide = [[0, 1], [1, 1], [0, 0]]
     with pytest.raises(lg.ParameterError, match=f"'{parameter}' parameter of {spec.name}"):

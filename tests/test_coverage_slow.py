@@ -1,7 +1,7 @@
 """Slow statistical check: 95% item-bootstrap intervals cover the population value 93-97% of the time.
 
 Not part of the default suite (``-m "not slow"``); run with ``make test-slow`` or
-``pytest -m slow tests/test_coverage_slow.py``. About 3-5 minutes on one core.
+``pytest -m slow tests/test_coverage_slow.py``. About 4 minutes on two cores (two worker processes).
 The simulation lives in ``benchmarks/coverage.py`` (documented in ``docs/benchmarks.md``);
 it is seeded, so a failure is reproducible with ``python benchmarks/coverage.py``.
 """
@@ -43,14 +43,27 @@ def test_closed_form_population_values_match_a_large_sample() -> None:
         assert pair["large_sample"] == pytest.approx(pair["closed_form"], abs=0.005), name
 
 
-def test_bootstrap_intervals_cover_the_population_value() -> None:
-    runs = 1000  # Monte-Carlo s.e. of a 95% coverage: 0.7 percentage points
-    tallies = cov.simulate(runs=runs, n_items=300, n_boot=1000, seed=0)
-    text = cov.report(tallies, runs, 300, 1000, 0.0)
+RUNS, N_BOOT, SEED = 1000, 1000, 0  # MC s.e. of a 95 % coverage: 0.7 percentage points
+
+# The one cell the default interval misses (docs/benchmarks.md, "Interval coverage"): normalized kappa_x on 50 common
+# items covers 0.918 (MC s.e. 0.009), its misses balanced; the percentile interval covers 0.917 there, its misses
+# 73 / 10 on one side. It is held at its measured level so that a regression shows; a fix moves it into the target.
+KNOWN_SHORT = {("normalized_cross_kappa", 50): 0.90}
+
+
+def test_default_intervals_cover_the_population_value_at_50_100_and_300_items() -> None:
+    tallies = cov.simulate(runs=RUNS, n_items=cov.SIZES, n_boot=N_BOOT, seed=SEED, methods=[cov.DEFAULT_CI_METHOD],
+                           jobs=2)
+    text = cov.report(tallies, RUNS, N_BOOT, 0.0)
     low, high = cov.TARGET
-    outside = [t.metric for t in tallies.values() if not low <= t.coverage <= high]
+    outside = [(t.metric, t.items) for t in tallies.values()
+               if not low <= t.coverage <= high and (t.metric, t.items) not in KNOWN_SHORT]
     assert not outside, f"coverage outside {low:.0%}-{high:.0%} for {outside}\n{text}"
-    # Misses should not all fall on one side (a biased estimator or a shifted interval).
+    for (metric, items), floor in KNOWN_SHORT.items():
+        t = tallies[(metric, items, cov.DEFAULT_CI_METHOD)]
+        assert floor <= t.coverage <= high, f"{metric} at {items} items: {t.coverage:.3f}\n{text}"
     for t in tallies.values():
+        # BCa's point: misses do not all fall on one side (a biased estimator or a shifted interval)
         misses = t.below + t.above + t.undefined
-        assert max(t.below, t.above) <= 0.8 * misses + 5, f"{t.metric}: lopsided misses\n{text}"
+        assert max(t.below, t.above) <= 0.7 * misses + 5, f"{t.metric} at {t.items}: lopsided misses\n{text}"
+        assert t.undefined == 0 and t.fallback == 0, f"{t.metric} at {t.items}: no BCa interval\n{text}"

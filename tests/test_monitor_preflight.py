@@ -10,8 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from labelgate.cli.main import app
-from labelgate.monitor import Monitor, monitor_config_from_dict
-from labelgate.monitor import preflight
+from labelgate.monitor import Monitor, monitor_config_from_dict, preflight
 from labelgate.monitor.streams import stream, write_deliveries
 
 

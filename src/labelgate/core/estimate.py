@@ -11,6 +11,12 @@ from labelgate.errors import Reason
 #: Bootstrap resamples when none are asked for: the one default of every metric, the config and the expectations.
 DEFAULT_N_BOOT = 2000
 
+#: Item-bootstrap interval methods: ``"bca"`` (bias-corrected and accelerated, Efron 1987) and ``"percentile"``.
+INTERVAL_METHODS: tuple[str, ...] = ("bca", "percentile")
+#: The interval of every item-bootstrap metric when none is asked for: BCa covers better on small batches
+#: (``docs/benchmarks.md``, "Interval coverage").
+DEFAULT_CI_METHOD = "bca"
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -24,7 +30,7 @@ class Estimate:
         Point estimate; NaN when the metric is undefined on the data, in which
         case ``reason`` says why.
     ci : tuple of float or None
-        ``(low, high)`` percentile interval of the item bootstrap, or None.
+        ``(low, high)`` item-bootstrap interval (its method in ``ci_method``), or None.
     ci_level : float or None
         Confidence level of ``ci`` (e.g. 0.95).
     n_items : int
@@ -39,6 +45,13 @@ class Estimate:
         Machine-readable reason code for a NaN value.
     details : dict
         Metric-specific components (e.g. ``d_o``, ``d_e``, the two IRRs).
+    n_boot : int
+        Bootstrap resamples behind ``ci`` (0 without a bootstrap interval).
+    ci_method : str or None
+        The method that made ``ci``: ``"bca"`` or ``"percentile"`` for the item
+        bootstrap of the agreement metrics (``details["ci_method_note"]`` says
+        why a BCa request fell back to percentile). None when there is no
+        interval, and for metrics whose own intervals do not record it yet.
 
     Examples
     --------
@@ -60,6 +73,7 @@ class Estimate:
     reason_code: Reason | None = None
     details: dict[str, Any] = field(default_factory=dict)
     n_boot: int = 0
+    ci_method: str | None = None
 
     def __float__(self) -> float:
         return float(self.value)
@@ -82,6 +96,7 @@ class Estimate:
             "n_ratings": self.n_ratings,
             "n_items_excluded": self.n_items_excluded,
             "n_boot": self.n_boot,
+            "ci_method": self.ci_method,
             "reason": self.reason,
             "reason_code": self.reason_code.value if self.reason_code else None,
             **{k: _clean(v) for k, v in self.details.items()},

@@ -5,35 +5,49 @@ and lazily caches the sufficient statistics every metric is computed from:
 item x category counts, rater x category counts and per-item / per-rater
 moments of the category values. It never builds a raters x items matrix.
 
-This module imports numpy only. Tables are read through duck typing: a column
-object that has a ``factorize`` method (a pandas Series) is factorised by it,
-anything else goes through numpy.
+This module imports numpy only. Tables are read through duck typing: pandas
+categoricals, Arrow dictionary columns and :class:`EncodedColumn` pass their codes
+through, numeric arrays are coded without hashing, pandas Series use their
+``factorize`` and object arrays are grouped by their cached hashes
+(:mod:`labelgate.core.columns`); :mod:`labelgate.core.build` turns the codes into a
+`Ratings` and :mod:`labelgate.core.align` matches two of them item by item.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from labelgate.core.align import align_items
+from labelgate.core.build import (
+    DuplicatePolicy,
+    MissingPolicy,
+    RowSubset,
+    assemble,
+    check_ids,
+    compact,
+    require_columns,
+    row_label,
+)
+from labelgate.core.categories import Level, count_categories, count_table, resolve_categories
+from labelgate.core.columns import Column, EncodedColumn, factorize, is_missing, python_scalar
+from labelgate.core.statistics import MAX_COUNT_CELLS, FloatArray, IntArray, SufficientStatistics
+from labelgate.core.statistics import _moments as _moments  # re-exported: the Dask kernels use it
 from labelgate.errors import InputError, ParameterError, Reason, check_option
 
-Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
-DuplicatePolicy = Literal["error", "first", "last"]
-MissingPolicy = Literal["drop", "error"]
 
-# Above this many item x category cells, count-based statistics are refused
-# (use level="interval" for continuous values: it works from moments).
-MAX_COUNT_CELLS = 200_000_000
+__all__ = ["LEVELS", "MAX_COUNT_CELLS", "DuplicatePolicy", "EncodedColumn", "FloatArray", "IntArray", "Level",
+           "MissingPolicy", "RaterSlot", "Ratings", "align_items", "as_ratings_list", "common_categories",
+           "ratings_by_pool"]
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
+# The helpers' former private names, imported by the Dask build, the variance design and older callers.
+_Column, _python_scalar, _resolve_categories, _row_label = Column, python_scalar, resolve_categories, row_label
+_is_missing, _compact = is_missing, compact
+
 
 
 class RaterSlot(int):
@@ -47,15 +61,7 @@ class RaterSlot(int):
         return f"RaterSlot({int(self)})"
 
 
-@dataclass(frozen=True)
-class _Column:
-    """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing."""
-
-    codes: IntArray
-    uniques: np.ndarray
-
-
-class Ratings:
+class Ratings(SufficientStatistics):
     """Judgements of items by raters on a measurement scale.
 
     Build it with :meth:`from_long` (one row per judgement) or :meth:`from_wide`
@@ -105,8 +111,10 @@ class Ratings:
 
         Parameters
         ----------
-        data : DataFrame or mapping of column name to 1-D array
-            The judgements.
+        data : DataFrame, Arrow table or mapping of column name to 1-D array
+            The judgements. Each column is coded by the cheapest route its
+            form allows: categorical, Arrow dictionary and
+            :class:`EncodedColumn` columns pass their codes through.
         item, rater, value : str
             Column names of the item id, rater id and label.
         level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
@@ -129,19 +137,12 @@ class Ratings:
         check_option(level, LEVELS, "level", "Ratings.from_long")
         check_option(duplicates, ("error", "first", "last"), "duplicates", "Ratings.from_long")
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
-        columns = _column_names(data)
-        for role, name in (("item", item), ("rater", rater), ("value", value)):
-            if name not in columns:
-                raise InputError(f"Column {name!r} (the {role} column) is missing; the data has columns "
-                                 f"{sorted(map(str, columns))}.", Reason.MISSING_COLUMN, column=name)
-        if _n_rows(data, item) == 0:
-            raise InputError("The ratings table is empty (0 rows).", Reason.EMPTY_INPUT)
+        require_columns(data, (("item", item), ("rater", rater), ("value", value)))
         row_labels = getattr(data, "index", None)
-        items, raters, values = (_factorize(data[c]) for c in (item, rater, value))
-        _check_ids(((item, items), (rater, raters)), row_labels)
-        return cls._from_factorized(items, raters, values, level=level, categories=categories,
-                                    duplicates=duplicates, missing=missing, value_column=value,
-                                    row_labels=row_labels)
+        items, raters, values = (factorize(data[c]) for c in (item, rater, value))
+        check_ids(((item, items), (rater, raters)), row_labels)
+        return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates=duplicates,
+                              missing=missing, value_column=value, row_labels=row_labels))
 
     @classmethod
     def from_wide(cls, data: Any, *, level: Level = "nominal", categories: Sequence[Any] | None = None,
@@ -170,14 +171,13 @@ class Ratings:
             rater_labels = np.arange(matrix.shape[1], dtype=np.int64).astype(object)
         if matrix.size == 0:
             raise InputError("The wide ratings table is empty.", Reason.EMPTY_INPUT)
-        present = ~_is_missing(matrix)
+        present = ~is_missing(matrix)
         item_idx, rater_idx = np.nonzero(present)
-        values = _factorize(matrix[present])
-        items = _Column(item_idx.astype(np.int64), item_labels)
-        raters = _Column(rater_idx.astype(np.int64), rater_labels)
-        return cls._from_factorized(items, raters, values, level=level, categories=categories,
-                                    duplicates="error", missing="drop", value_column="value",
-                                    row_labels=None)
+        values = factorize(matrix[present])
+        items = Column(item_idx.astype(np.int64), item_labels)
+        raters = Column(rater_idx.astype(np.int64), rater_labels)
+        return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates="error",
+                              missing="drop", value_column="value", row_labels=None))
 
     @classmethod
     def from_contingency(cls, table: Any, categories: Sequence[Any] | None = None, *, level: Level = "nominal",
@@ -219,7 +219,7 @@ class Ratings:
         (100, 2, 0.7964)
         """
         check_option(level, LEVELS, "level", "Ratings.from_contingency")
-        counts, row_labels, column_labels = _count_table(table, "contingency table")
+        counts, row_labels, column_labels = count_table(table, "contingency table")
         if counts.shape[0] != counts.shape[1]:
             raise InputError(f"A contingency table must be square (q x q); got {counts.shape[0]} x "
                              f"{counts.shape[1]}.", Reason.EMPTY_INPUT)
@@ -229,8 +229,8 @@ class Ratings:
                                  f"{list(column_labels or [])} must list the same categories in the same order "
                                  "(or pass 'categories').", Reason.UNKNOWN_CATEGORY)
             categories = row_labels
-        cats = _count_categories(categories, counts.shape[1], level, "Ratings.from_contingency")
-        if len(set(map(_python_scalar, raters))) != 2:
+        cats = count_categories(categories, counts.shape[1], level, "Ratings.from_contingency")
+        if len(set(map(python_scalar, raters))) != 2:
             raise ParameterError(f"'raters' must be two distinct labels; got {raters!r}.", parameter="raters")
         q = len(cats)
         cell = np.repeat(np.arange(q * q, dtype=np.int64), counts.ravel())  # one entry per item
@@ -238,7 +238,7 @@ class Ratings:
         items = np.arange(n, dtype=np.int64)
         return cls(np.concatenate([items, items]), np.repeat(np.arange(2, dtype=np.int64), n),
                    np.concatenate([cell // q, cell % q]), item_labels=items.astype(object),
-                   rater_labels=np.asarray([_python_scalar(x) for x in raters], dtype=object),
+                   rater_labels=np.asarray([python_scalar(x) for x in raters], dtype=object),
                    categories=cats, level=level)
 
     @classmethod
@@ -286,8 +286,8 @@ class Ratings:
         (3, 18, [0, 1, 4, 0, 1])
         """
         check_option(level, LEVELS, "level", "Ratings.from_counts")
-        table, row_labels, column_labels = _count_table(counts, "count table")
-        cats = _count_categories(column_labels if categories is None else categories, table.shape[1], level,
+        table, row_labels, column_labels = count_table(counts, "count table")
+        cats = count_categories(column_labels if categories is None else categories, table.shape[1], level,
                                  "Ratings.from_counts")
         n_per_item = table.sum(axis=1)
         rated = n_per_item > 0
@@ -313,140 +313,6 @@ class Ratings:
         r.__dict__["item_counts"] = table
         r.__dict__["ratings_per_item"] = n_per_item
         return r
-
-    @classmethod
-    def _from_factorized(cls, items: _Column, raters: _Column, values: _Column, *, level: Level,
-                         categories: Sequence[Any] | None, duplicates: DuplicatePolicy,
-                         missing: MissingPolicy, value_column: str, row_labels: Any,
-                         shared_item_index: bool = False) -> Ratings:
-        missing_rows = np.flatnonzero(values.codes < 0)
-        if missing_rows.size and missing == "error":
-            row = _row_label(row_labels, missing_rows[0])
-            raise InputError(f"Column {value_column!r} has a missing value in {missing_rows.size} row(s), "
-                             f"first at row {row!r}.", Reason.MISSING_VALUE, column=value_column, row=row)
-        cats, value_map = _resolve_categories(values.uniques, categories, level, value_column)
-        code_of_unique = np.asarray(value_map, dtype=np.int64)
-        keep = values.codes >= 0
-        bad_unique = code_of_unique < 0
-        if bad_unique.any():
-            first_bad = int(np.flatnonzero(bad_unique[np.maximum(values.codes, 0)] & keep)[0])
-            bad_value = values.uniques[values.codes[first_bad]]
-            raise InputError(f"Column {value_column!r} has value {bad_value!r} at row "
-                             f"{_row_label(row_labels, first_bad)!r}, which is not one of the categories "
-                             f"{list(cats)}.", Reason.UNKNOWN_CATEGORY, column=value_column,
-                             row=_row_label(row_labels, first_bad), value=bad_value)
-        rows = np.flatnonzero(keep)
-        item_codes, rater_codes = items.codes[rows], raters.codes[rows]
-        value_codes = code_of_unique[values.codes[rows]]
-        if rows.size == 0:
-            raise InputError(f"Column {value_column!r} has no non-missing value.", Reason.EMPTY_INPUT)
-        n_raters = max(len(raters.uniques), 1)
-        pair_key = item_codes * n_raters + rater_codes
-        keep_rows = _resolve_duplicates(pair_key, duplicates, rows, items, raters, row_labels)
-        item_codes, rater_codes = item_codes[keep_rows], rater_codes[keep_rows]
-        value_codes = value_codes[keep_rows]
-        if shared_item_index:  # pools keep the index of the whole table, so items align by code
-            item_labels = items.uniques
-        else:
-            item_labels, item_codes = _compact(items.uniques, item_codes)
-        rater_labels, rater_codes = _compact(raters.uniques, rater_codes)
-        return cls(item_codes, rater_codes, value_codes, item_labels=item_labels, rater_labels=rater_labels,
-                   categories=cats, level=level, n_dropped_missing=int(missing_rows.size))
-
-    # --------------------------------------------------------------- structure
-    @property
-    def n_ratings(self) -> int:
-        """Number of judgements."""
-        return int(self.item_codes.size)
-
-    @property
-    def n_items(self) -> int:
-        """Size of the item index (for pools of :func:`ratings_by_pool`, the whole table's items)."""
-        return len(self.item_labels)
-
-    @property
-    def n_rated_items(self) -> int:
-        """Items with at least one rating in these Ratings."""
-        return int((self.ratings_per_item > 0).sum())
-
-    @property
-    def n_raters(self) -> int:
-        """Number of distinct raters."""
-        return len(self.rater_labels)
-
-    @property
-    def n_categories(self) -> int:
-        """Number of categories (explicit or observed)."""
-        return len(self.categories)
-
-    @property
-    def is_numeric(self) -> bool:
-        """True for interval and ratio levels (labels are numbers)."""
-        return self.level in ("interval", "ratio")
-
-    @cached_property
-    def category_values(self) -> FloatArray:
-        """Numeric position of each category.
-
-        The category values themselves for interval/ratio levels, and the
-        ranks 0..q-1 for nominal/ordinal levels (used by linear/quadratic weights).
-        """
-        if self.is_numeric:
-            return np.asarray([float(c) for c in self.categories], dtype=np.float64)
-        return np.arange(self.n_categories, dtype=np.float64)
-
-    @cached_property
-    def ratings_per_item(self) -> IntArray:
-        """Number of ratings of each item, shape (n_items,)."""
-        return np.bincount(self.item_codes, minlength=self.n_items).astype(np.int64)
-
-    @cached_property
-    def item_counts(self) -> IntArray:
-        """Item x category counts ``n_ic``, shape (n_items, n_categories)."""
-        cells = self.n_items * self.n_categories
-        if cells > MAX_COUNT_CELLS:
-            raise InputError(
-                f"{self.n_items} items x {self.n_categories} categories is too many cells for count-based "
-                "metrics; for continuous labels use level='interval' (moment-based).",
-                Reason.TOO_MANY_CATEGORIES)
-        flat = np.bincount(self.item_codes * self.n_categories + self.value_codes, minlength=cells)
-        return flat.reshape(self.n_items, self.n_categories).astype(np.int64)
-
-    @cached_property
-    def rater_counts(self) -> IntArray:
-        """Rater x category counts, shape (n_raters, n_categories)."""
-        cells = self.n_raters * self.n_categories
-        flat = np.bincount(self.rater_codes * self.n_categories + self.value_codes, minlength=cells)
-        return flat.reshape(self.n_raters, self.n_categories).astype(np.int64)
-
-    @cached_property
-    def values(self) -> FloatArray:
-        """Numeric value of each judgement (category values), shape (n_ratings,)."""
-        return self.category_values[self.value_codes]
-
-    @cached_property
-    def item_moments(self) -> FloatArray:
-        """Per-item (count, sum, sum of squares) of the values, shape (n_items, 3)."""
-        return _moments(self.item_codes, self.values, self.n_items)
-
-    @cached_property
-    def moment_center(self) -> float:
-        """An observed value subtracted before shift-invariant moment sums (avoids cancellation)."""
-        return float(self.values[0])
-
-    def centered_item_moments(self, center: float | None = None) -> FloatArray:
-        """Per-item (count, sum, sum of squares) of ``values - center`` (default :attr:`moment_center`).
-
-        Distance-based metrics with squared differences are shift-invariant; computing them on
-        values centred at an observed value keeps ``n * sum_sq - sum**2`` exact (zero) on constant data.
-        """
-        shift = self.moment_center if center is None else center
-        return _moments(self.item_codes, self.values - shift, self.n_items)
-
-    @cached_property
-    def rater_moments(self) -> FloatArray:
-        """Per-rater (count, sum, sum of squares) of the values, shape (n_raters, 3)."""
-        return _moments(self.rater_codes, self.values, self.n_raters)
 
     def subset_items(self, item_codes: npt.ArrayLike) -> Ratings:
         """Ratings restricted to the given item codes (codes and labels are kept)."""
@@ -493,253 +359,22 @@ def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater:
     (['crowd', 'trusted'], 2)
     """
     check_option(level, LEVELS, "level", "ratings_by_pool")
-    columns = _column_names(data)
-    for role, name in (("pool", pool), ("item", item), ("rater", rater), ("value", value)):
-        if name not in columns:
-            raise InputError(f"Column {name!r} (the {role} column) is missing; the data has columns "
-                             f"{sorted(map(str, columns))}.", Reason.MISSING_COLUMN, column=name)
-    if _n_rows(data, item) == 0:
-        raise InputError("The ratings table is empty (0 rows).", Reason.EMPTY_INPUT)
+    require_columns(data, (("pool", pool), ("item", item), ("rater", rater), ("value", value)))
     row_labels = getattr(data, "index", None)
-    items, raters, values, pools = (_factorize(data[c]) for c in (item, rater, value, pool))
-    _check_ids(((item, items), (rater, raters), (pool, pools)), row_labels)
+    items, raters, values, pools = (factorize(data[c]) for c in (item, rater, value, pool))
+    check_ids(((item, items), (rater, raters), (pool, pools)), row_labels)
     if categories is None:  # one category list for all pools: the union of the observed labels
-        present = np.unique(values.codes[values.codes >= 0])
-        categories, _ = _resolve_categories(values.uniques[present], None, level, value)
+        present = np.bincount(values.codes[values.codes >= 0], minlength=len(values.uniques)) > 0
+        categories, _ = resolve_categories(values.uniques[present], None, level, value)
     result: dict[Any, Ratings] = {}
-    positions = np.arange(len(pools.codes))
     for code, name in enumerate(pools.uniques):
-        rows = pools.codes == code
-        labels = positions[rows] if row_labels is None else np.asarray(row_labels)[rows]
-        result[_python_scalar(name)] = Ratings._from_factorized(
-            _Column(items.codes[rows], items.uniques), _Column(raters.codes[rows], raters.uniques),
-            _Column(values.codes[rows], values.uniques), level=level, categories=categories,
-            duplicates=duplicates, missing=missing, value_column=value, row_labels=labels,
-            shared_item_index=True)
+        rows = np.flatnonzero(pools.codes == code)
+        result[python_scalar(name)] = Ratings(**assemble(
+            Column(items.codes[rows], items.uniques), Column(raters.codes[rows], raters.uniques),
+            Column(values.codes[rows], values.uniques), level=level, categories=categories,
+            duplicates=duplicates, missing=missing, value_column=value, row_labels=RowSubset(row_labels, rows),
+            shared_item_index=True))
     return result
-
-
-# ---------------------------------------------------------------------- helpers
-def _column_names(data: Any) -> list[Any]:
-    if hasattr(data, "columns"):
-        return list(data.columns)
-    if isinstance(data, Mapping):
-        return list(data.keys())
-    raise InputError(f"Long ratings must be a DataFrame or a mapping of columns; got {type(data).__name__}.",
-                     Reason.EMPTY_INPUT)
-
-
-def _check_ids(columns: Iterable[tuple[str, _Column]], row_labels: Any) -> None:
-    """Raise on the first missing id, naming the column and the row."""
-    for name, col in columns:
-        bad = np.flatnonzero(col.codes < 0)
-        if bad.size:
-            row = _row_label(row_labels, bad[0])
-            raise InputError(f"Column {name!r} has a missing id in {bad.size} row(s), first at row {row!r}.",
-                             Reason.MISSING_ID, column=name, row=row)
-
-
-def _n_rows(data: Any, column: str) -> int:
-    return len(data[column])
-
-
-def _factorize(column: Any) -> _Column:
-    """Integer codes and uniques; missing (None / NaN / pd.NA) coded -1."""
-    if hasattr(column, "factorize"):
-        codes, uniques = column.factorize()
-        return _Column(np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=object))
-    arr = np.asarray(column, dtype=object).ravel()
-    missing = _is_missing(arr)
-    codes = np.full(arr.size, -1, dtype=np.int64)
-    present = arr[~missing]
-    if present.size == 0:
-        return _Column(codes, np.asarray([], dtype=object))
-    try:
-        uniques, inverse = np.unique(present, return_inverse=True)
-    except TypeError:  # mixed, unorderable types: fall back to first-appearance order
-        lookup: dict[Any, int] = {}
-        inverse = np.asarray([lookup.setdefault(v, len(lookup)) for v in present], dtype=np.int64)
-        uniques = np.asarray(list(lookup), dtype=object)
-    codes[~missing] = inverse
-    return _Column(codes, np.asarray(uniques, dtype=object))
-
-
-def _count_table(data: Any, what: str) -> tuple[IntArray, list[Any] | None, list[Any] | None]:
-    """A 2-D table of non-negative integer counts, with its row and column labels when it is a DataFrame."""
-    rows: list[Any] | None = None
-    columns: list[Any] | None = None
-    if hasattr(data, "to_numpy") and hasattr(data, "columns"):
-        rows = [_python_scalar(x) for x in data.index]
-        columns = [_python_scalar(x) for x in data.columns]
-        data = data.to_numpy()
-    try:
-        table = np.asarray(data, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"The {what} must hold numbers (counts).", Reason.NON_NUMERIC_VALUE) from None
-    if table.ndim != 2 or table.size == 0:
-        raise InputError(f"The {what} must be a non-empty 2-D table; got shape {table.shape}.", Reason.EMPTY_INPUT)
-    bad = np.argwhere(~np.isfinite(table) | (table < 0) | (table != np.round(table)))
-    if bad.size:
-        i, j = (int(v) for v in bad[0])
-        value = float(table[i, j])
-        raise InputError(f"The {what} must hold non-negative integer counts; cell ({i}, {j}) is {value!r}.",
-                         Reason.NON_NUMERIC_VALUE, row=i, value=value)
-    if table.sum() == 0:
-        raise InputError(f"The {what} has no rating (every count is 0).", Reason.EMPTY_INPUT)
-    return table.astype(np.int64), rows, columns
-
-
-def _count_categories(categories: Sequence[Any] | None, q: int, level: Level, function: str) -> tuple[Any, ...]:
-    """The categories of a count table's q columns: validated like an explicit list, default ``0..q-1``."""
-    given = list(range(q)) if categories is None else list(categories)
-    if len(given) != q:
-        raise ParameterError(f"{function}: 'categories' has {len(given)} entries but the table has {q} category "
-                             "columns.", parameter="categories")
-    cats, _ = _resolve_categories(np.asarray(given, dtype=object), given, level, "categories")
-    return cats
-
-
-def _is_missing(arr: np.ndarray) -> npt.NDArray[np.bool_]:
-    flat = arr.ravel()
-    out = np.fromiter((v is None or (isinstance(v, float) and math.isnan(v)) or _is_na(v) for v in flat),
-                      dtype=bool, count=flat.size)
-    return out.reshape(arr.shape)
-
-
-def _is_na(value: Any) -> bool:
-    # pandas.NA / NaT without importing pandas: they refuse to be truth-tested
-    # or compare unequal to themselves.
-    if isinstance(value, (str, bytes, int, bool)):
-        return False
-    try:
-        return bool(value != value)
-    except TypeError:
-        return True
-
-
-def _row_label(row_labels: Any, position: int) -> Any:
-    if row_labels is None:
-        return int(position)
-    return _python_scalar(row_labels[int(position)])
-
-
-def _python_scalar(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") and getattr(value, "ndim", 1) == 0 else value
-
-
-def _resolve_categories(uniques: np.ndarray, categories: Sequence[Any] | None, level: Level,
-                        value_column: str) -> tuple[tuple[Any, ...], list[int]]:
-    """Return the category tuple and, for each unique value, its category code (-1 = unknown)."""
-    observed = [_python_scalar(u) for u in uniques]
-    if level in ("interval", "ratio"):
-        observed = [_as_number(v, value_column, level) for v in observed]
-    if categories is None:
-        cats = _sorted_categories(observed, level, value_column)
-    else:
-        cats = tuple(_python_scalar(c) for c in categories)
-        if len(set(cats)) != len(cats):
-            raise ParameterError(f"The 'categories' list has duplicates: {list(cats)}.", parameter="categories")
-        if level in ("interval", "ratio"):
-            cats = tuple(_as_number(c, "categories", level) for c in cats)
-        if not cats:
-            raise ParameterError("The 'categories' list is empty.", parameter="categories")
-    if level == "ratio" and any(c < 0 for c in cats):
-        raise InputError(f"Ratio-level values must be non-negative; got {min(cats)!r}.",
-                         Reason.NON_NUMERIC_VALUE, column=value_column, value=min(cats))
-    position = {c: i for i, c in enumerate(cats)}
-    return cats, [position.get(v, -1) for v in observed]
-
-
-def _sorted_categories(observed: list[Any], level: Level, value_column: str) -> tuple[Any, ...]:
-    unique = list(dict.fromkeys(observed))
-    try:
-        return tuple(sorted(unique))
-    except TypeError:
-        if level == "ordinal":
-            raise InputError(f"Column {value_column!r} mixes value types that cannot be ordered; pass an "
-                             "explicit ordered 'categories' list for an ordinal level.",
-                             Reason.UNSORTABLE_CATEGORIES, column=value_column) from None
-        return tuple(sorted(unique, key=lambda v: (type(v).__name__, str(v))))
-
-
-def _as_number(value: Any, column: str, level: str) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"Column {column!r} has the non-numeric value {value!r}, but level={level!r} "
-                             "needs numbers.", Reason.NON_NUMERIC_VALUE, column=column, value=value) from None
-        if isinstance(value, str):
-            raise InputError(f"Column {column!r} has the string value {value!r}, but level={level!r} needs "
-                             "numbers; convert the column first.", Reason.NON_NUMERIC_VALUE,
-                             column=column, value=value)
-        value = number
-    if not math.isfinite(float(value)):
-        raise InputError(f"Column {column!r} has the non-finite value {value!r}.", Reason.NON_NUMERIC_VALUE,
-                         column=column, value=value)
-    as_int = int(value)
-    return as_int if as_int == value else float(value)
-
-
-def _resolve_duplicates(pair_key: IntArray, policy: DuplicatePolicy, rows: IntArray, items: _Column,
-                        raters: _Column, row_labels: Any) -> IntArray:
-    plain = np.sort(pair_key)  # an unstable sort is enough to tell whether any pair repeats
-    if not (plain[1:] == plain[:-1]).any():
-        return np.arange(pair_key.size, dtype=np.int64)
-    order = np.argsort(pair_key, kind="stable")
-    sorted_key = pair_key[order]
-    repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
-    if policy == "error":
-        first, second = order[repeated[0]], order[repeated[0] + 1]
-        item = items.uniques[items.codes[rows[first]]]
-        rater = raters.uniques[raters.codes[rows[first]]]
-        raise InputError(
-            f"Rater {_python_scalar(rater)!r} judged item {_python_scalar(item)!r} more than once (rows "
-            f"{_row_label(row_labels, rows[first])!r} and {_row_label(row_labels, rows[second])!r}; "
-            f"{repeated.size} duplicate judgement(s) in all). Pass duplicates='first' or 'last' to keep one.",
-            Reason.DUPLICATE_JUDGEMENT, item=_python_scalar(item), rater=_python_scalar(rater),
-            row=_row_label(row_labels, rows[first]))
-    starts = np.concatenate(([True], sorted_key[1:] != sorted_key[:-1]))
-    if policy == "first":
-        chosen = order[starts]
-    else:
-        ends = np.concatenate((sorted_key[1:] != sorted_key[:-1], [True]))
-        chosen = order[ends]
-    return np.sort(chosen)
-
-
-def _compact(labels: np.ndarray, codes: IntArray) -> tuple[np.ndarray, IntArray]:
-    """Drop labels that no remaining judgement uses and renumber the codes (O(N), no sort)."""
-    used = np.bincount(codes, minlength=len(labels)) > 0
-    if used.all():
-        return np.asarray(labels, dtype=object), codes
-    renumber = np.cumsum(used) - 1
-    return np.asarray(labels, dtype=object)[used], renumber[codes].astype(np.int64)
-
-def _moments(codes: IntArray, values: FloatArray, n: int) -> FloatArray:
-    out = np.empty((n, 3), dtype=np.float64)
-    out[:, 0] = np.bincount(codes, minlength=n)
-    out[:, 1] = np.bincount(codes, weights=values, minlength=n)
-    out[:, 2] = np.bincount(codes, weights=values * values, minlength=n)
-    return out
-
-
-def align_items(x: Ratings, y: Ratings) -> tuple[IntArray, IntArray]:
-    """Codes, in ``x`` and in ``y``, of the items rated in both (same order).
-
-    Items are matched by code when the two share one item index (as produced
-    by :func:`ratings_by_pool`), by id otherwise.
-    """
-    in_x = np.flatnonzero(x.ratings_per_item > 0)
-    if x.item_labels is y.item_labels:
-        common = in_x[y.ratings_per_item[in_x] > 0]
-        return common, common
-    lookup = {label: i for i, label in enumerate(y.item_labels.tolist())}
-    y_codes = np.fromiter((lookup.get(label, -1) for label in x.item_labels[in_x].tolist()),
-                          dtype=np.int64, count=in_x.size)
-    keep = y_codes >= 0
-    keep[keep] &= y.ratings_per_item[y_codes[keep]] > 0
-    return in_x[keep], y_codes[keep]
 
 
 def common_categories(x: Ratings, y: Ratings) -> tuple[Ratings, Ratings]:

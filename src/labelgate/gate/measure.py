@@ -43,7 +43,8 @@ def suite_config(config: GateConfig, question: Question, gates: list[Gate], cate
         "pool_column": CANONICAL["pool"], "question_column": CANONICAL["question"], "question": question.name,
         "crowd_pool": config.pools.crowd, "trusted_pool": config.pools.trusted, "level": question.level,
         "categories": list(categories) if categories is not None else None,
-        "ci": config.interval.ci, "n_boot": config.interval.n_boot, "seed": config.interval.seed,
+        "ci": config.interval.ci, "ci_method": config.interval.ci_method, "n_boot": config.interval.n_boot,
+        "seed": config.interval.seed,
         "use_ci_bound": config.interval.use_ci_bound and config.interval.ci is not None,
     }
     entries = []

@@ -242,6 +242,7 @@ class LabelGateExpectation(BatchExpectation):
     duplicates: Literal["error", "first", "last"] = "error"
     ci: Optional[float] = pydantic.Field(0.95, description="Confidence level of the interval.")  # noqa: UP045
     use_ci_bound: bool = pydantic.Field(False, description="Judge on the conservative interval end.")
+    ci_method: Literal["bca", "percentile"] = pydantic.Field("bca", description="Bootstrap interval method.")
     n_boot: int = pydantic.Field(DEFAULT_N_BOOT, description="Bootstrap resamples.")
     seed: Optional[int] = pydantic.Field(0, description="Bootstrap seed.")  # noqa: UP045
     row_condition: RowConditionType = None
@@ -250,7 +251,8 @@ class LabelGateExpectation(BatchExpectation):
     domain_keys: ClassVar[Tuple[str, ...]] = ("batch_id", "row_condition", "condition_parser")  # noqa: UP006
     common_success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
         "item_column", "rater_column", "label_column", "pool_column", "question_column", "question",
-        "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "use_ci_bound", "n_boot", "seed",
+        "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "ci_method", "use_ci_bound",
+        "n_boot", "seed",
     )
     #: Threshold parameters of the subclass, in display order.
     threshold_keys: ClassVar[Tuple[str, ...]] = ()  # noqa: UP006

@@ -26,7 +26,7 @@ from great_expectations.execution_engine import PandasExecutionEngine, SqlAlchem
 from great_expectations.expectations.metrics.metric_provider import metric_value
 from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
 
-from labelgate.core.estimate import Estimate
+from labelgate.core.estimate import DEFAULT_CI_METHOD, Estimate
 from labelgate.core.ratings import Ratings, ratings_by_pool
 from labelgate.errors import ParameterError, Reason
 from labelgate.gx._pools import (
@@ -43,7 +43,7 @@ from labelgate.metrics.spa import WEIGHTINGS, spa
 #: Parameters every LabelGate metric reads (the expectation's success keys include them).
 COMMON_VALUE_KEYS: tuple[str, ...] = (
     "item_column", "rater_column", "label_column", "pool_column", "question_column", "question",
-    "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "n_boot", "seed",
+    "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "ci_method", "n_boot", "seed",
 )
 
 #: IRR metrics selectable in the IRR-baseline and normalized-kappa_x expectations.
@@ -174,7 +174,8 @@ def _key(pools: dict[Any, Ratings], value: Any) -> Any:
 
 # --------------------------------------------------------------- core calls
 def _boot(kw: dict[str, Any]) -> dict[str, Any]:
-    return {"ci": kw.get("ci"), "n_boot": int(kw.get("n_boot") or 2000), "seed": kw.get("seed")}
+    return {"ci": kw.get("ci"), "ci_method": kw.get("ci_method") or DEFAULT_CI_METHOD,
+            "n_boot": int(kw.get("n_boot") or 2000), "seed": kw.get("seed")}
 
 
 def _package(est: Estimate, pools: Pools, **extra: Any) -> dict[str, Any]:
@@ -232,7 +233,8 @@ def pools_icc_gap(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     # Imported lazily: the variance-components module is optional for the rest of the package.
     from labelgate.metrics.variance import item_icc, labeler_icc, variance_components
 
-    item = item_icc(crowd, **_boot(kw))
+    # the variance components' bootstrap (items and raters) has its percentile interval only
+    item = item_icc(crowd, **{k: v for k, v in _boot(kw).items() if k != "ci_method"})
     d = item.details
     labeler = _num(d.get("labeler_icc"))
     reason = item.reason

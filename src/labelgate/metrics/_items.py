@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -37,30 +37,56 @@ class ItemView:
     counts: FloatArray
     n: FloatArray
     pairable: np.ndarray
+    #: Statistics derived from the counts, shared by the metrics on this view (read-only arrays).
+    shared: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_pairable(self) -> int:
-        return int(self.pairable.sum())
+        if "n_pairable" not in self.shared:
+            self.shared["n_pairable"] = int(self.pairable.sum())
+        return int(self.shared["n_pairable"])
 
     @property
     def n_ratings_pairable(self) -> int:
-        return int(self.n[self.pairable].sum())
+        if "n_ratings_pairable" not in self.shared:
+            self.shared["n_ratings_pairable"] = int(self.n[self.pairable].sum())
+        return int(self.shared["n_ratings_pairable"])
 
     def marginal_items(self, marginals: Marginals) -> np.ndarray:
-        """Mask of the axis items whose ratings enter the chance-agreement marginals."""
-        return self.n > 0 if marginals == "all_rated_items" else self.pairable
+        """Mask of the axis items whose ratings enter the chance-agreement marginals (one array per view)."""
+        if marginals != "all_rated_items":
+            return self.pairable
+        if "rated" not in self.shared:
+            rated = self.n > 0
+            rated.flags.writeable = False
+            self.shared["rated"] = rated
+        return self.shared["rated"]
 
     def rows_on_axis(self, mask: np.ndarray | None = None) -> tuple[IntArray, IntArray]:
         """(row positions in the Ratings, axis position) of judgements on the axis items in ``mask``.
 
-        ``mask`` defaults to the pairable items.
+        ``mask`` defaults to the pairable items. For the view's own masks (pairable, :meth:`marginal_items`)
+        the result is computed once and shared.
         """
         on = self.pairable if mask is None else mask
+        own = on is self.pairable or on is self.shared.get("rated")
+        key = ("rows_on_axis", id(on))
+        if own and key in self.shared:
+            return self.shared[key]
+        if own and self.shared.get("whole") and on.all():  # every judgement, on its own item code
+            result = np.arange(self.ratings.n_ratings, dtype=np.int64), self.ratings.item_codes
+            self.shared[key] = result
+            return result
         position = np.full(self.ratings.n_items, -1, dtype=np.int64)
         position[self.codes[on]] = np.flatnonzero(on)
         axis_pos = position[self.ratings.item_codes]
         rows = np.flatnonzero(axis_pos >= 0)
-        return rows, axis_pos[rows]
+        result = rows, axis_pos[rows]
+        if own:
+            for array in result:
+                array.flags.writeable = False
+            self.shared[key] = result
+        return result
 
 
 def view(r: Ratings, codes: IntArray | None = None, *, min_ratings: int = 2) -> ItemView:
@@ -74,12 +100,29 @@ def view(r: Ratings, codes: IntArray | None = None, *, min_ratings: int = 2) -> 
         cached = r.__dict__.get(key)
         if cached is not None:
             return cached
-        made = view(r, np.flatnonzero(r.ratings_per_item >= min_ratings))
+        keep = r.ratings_per_item >= min_ratings
+        if keep.all():  # every item: the view is the Ratings' own counts, shared, without a gather
+            counts, n = _float_statistics(r)
+            made = ItemView(r, np.arange(r.n_items, dtype=np.int64), counts, n, n >= 2)
+            made.shared["whole"] = True
+        else:
+            made = view(r, np.flatnonzero(keep))
         r.__dict__[key] = made
         return made
-    counts = r.item_counts[codes].astype(np.float64)
-    n = r.ratings_per_item[codes].astype(np.float64)
-    return ItemView(r, codes, counts, n, n >= 2)
+    counts, n = _float_statistics(r)
+    n = n[codes]
+    return ItemView(r, codes, counts[codes], n, n >= 2)
+
+
+def _float_statistics(r: Ratings) -> tuple[FloatArray, FloatArray]:
+    """The item x category counts and ratings per item as floats, converted once per `Ratings` (read-only)."""
+    cached = r.__dict__.get("_float_item_statistics")
+    if cached is None:
+        cached = (r.item_counts.astype(np.float64), r.ratings_per_item.astype(np.float64))
+        for array in cached:
+            array.flags.writeable = False
+        r.__dict__["_float_item_statistics"] = cached
+    return cached
 
 
 def excluded_single(r: Ratings) -> int:
@@ -90,14 +133,31 @@ def excluded_single(r: Ratings) -> int:
 def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
     """Weighted share of agreeing ordered rater pairs on each item (0 when not pairable).
 
-    ``P_i = (n_i' W n_i - n_i) / (n_i (n_i - 1))`` since ``w_cc = 1``.
+    ``P_i = (n_i' W n_i - n_i) / (n_i (n_i - 1))`` since ``w_cc = 1``. Computed once per view and
+    weight matrix: percent agreement, Fleiss, AC1, Conger and every SPA weighting read the same values.
     """
-    return agreement_from_counts(v.counts, v.n, w)
+    w = np.asarray(w, dtype=np.float64)
+    if w.size > _SHARED_WEIGHTS_MAX:
+        return agreement_from_counts(v.counts, v.n, w)
+    key = ("item_agreement", w.shape, w.tobytes())
+    cached = v.shared.get(key)
+    if cached is None:
+        cached = agreement_from_counts(v.counts, v.n, w)
+        cached.flags.writeable = False
+        v.shared[key] = cached
+    return cached
+
+
+# Weight matrices up to this many cells key the shared item agreements by their bytes.
+_SHARED_WEIGHTS_MAX = 4096
 
 
 def agreement_from_counts(counts: np.ndarray, n: FloatArray, w: FloatArray) -> FloatArray:
     """:func:`item_agreement` from item x category counts ``counts`` and ratings per item ``n`` (any rows)."""
-    agree = np.einsum("ic,ic->i", counts @ w, counts) - n
+    if w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0])):  # exact agreement: no product
+        agree = np.einsum("ic,ic->i", counts, counts) - n
+    else:
+        agree = np.einsum("ic,ic->i", counts @ w, counts) - n
     den = n * (n - 1.0)
     out = np.zeros_like(n, dtype=np.float64)
     np.divide(agree, den, out=out, where=n >= 2)
@@ -118,6 +178,8 @@ def rater_category_totals(v: ItemView, mask: np.ndarray | None = None) -> FloatA
     """Column sums of :func:`rater_category_block`, computed without building it."""
     r = v.ratings
     rows, _ = v.rows_on_axis(mask)
+    if rows.size == r.n_ratings:  # every judgement: no gather
+        return r.rater_counts.ravel().astype(np.float64)
     columns = r.rater_codes[rows] * r.n_categories + r.value_codes[rows]
     return np.bincount(columns, minlength=r.n_raters * r.n_categories).astype(np.float64)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import DesignError, Reason, check_option
 from labelgate.metrics._engine import (
@@ -39,7 +39,9 @@ from labelgate.metrics._engine import (
     chance_corrected,
     check_bootstrap_args,
     evaluate,
-    percentile_interval,
+    interval_of,
+    jackknife_components,
+    make_rng,
     safe_ratio,
 )
 from labelgate.metrics._items import (
@@ -217,7 +219,7 @@ def conger_chance(rater_counts: np.ndarray, w: FloatArray) -> tuple[np.ndarray, 
 
 # ---------------------------------------------------------------- public metrics
 def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | None = None,
-                      n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+                      n_boot: int = DEFAULT_N_BOOT, seed: Any = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Percent agreement: mean over items of the (weighted) share of agreeing rater pairs.
 
     Parameters
@@ -233,11 +235,15 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
         every formula in :mod:`labelgate.metrics.weights`), or a q x q matrix
         in the category order: symmetric, 1 on the diagonal, credits in [0, 1].
     ci : float, optional
-        Confidence level of the item-bootstrap percentile interval (e.g. 0.95).
+        Confidence level of the item-bootstrap interval (e.g. 0.95).
     n_boot : int, default 2000
         Bootstrap resamples.
     seed : int or numpy Generator, optional
         Makes the interval reproducible.
+    ci_method : {"bca", "percentile"}, default "bca"
+        The interval: bias-corrected and accelerated (Efron 1987; the acceleration from the jackknife over
+        items), or the percentile interval of the same resamples. ``Estimate.ci_method`` records the method
+        used (see ``docs/metrics.md``, "Intervals").
 
     Returns
     -------
@@ -257,20 +263,20 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
     >>> round(float(lg.percent_agreement(r)), 3)
     0.7
     """
-    check_bootstrap_args(ci, n_boot, seed, "percent_agreement")
+    check_bootstrap_args(ci, n_boot, seed, "percent_agreement", ci_method)
     return evaluate("percent_agreement", build_percent_agreement(r, weights=weights), ci=ci, n_boot=n_boot,
-                    seed=seed)
+                    seed=seed, ci_method=ci_method)
 
 
 def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
-              seed: Any = None) -> Estimate:
+              seed: Any = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Bennett, Alpert & Goldstein's S (Brennan–Prediger): chance = uniform over categories.
 
     :math:`p_e = \sum_{k,l} w_{kl} / q^2` (``1/q`` with identity weights), with
     ``q`` the number of categories (explicit list, or observed); :math:`p_a`
     over the pairable items. It has no marginals, so single-rated items play
     no part (Gwet 2014; irrCAC ``bp``). ``weights``, ``ci``, ``n_boot``,
-    ``seed``: as in :func:`percent_agreement`.
+    ``seed``, ``ci_method``: as in :func:`percent_agreement`.
 
     Examples
     --------
@@ -279,12 +285,14 @@ def bennett_s(r: Ratings, weights: Weights = "identity", *, ci: float | None = N
     >>> round(float(lg.bennett_s(r)), 4)
     0.3333
     """
-    check_bootstrap_args(ci, n_boot, seed, "bennett_s")
-    return evaluate("bennett_s", build_bennett_s(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed)
+    check_bootstrap_args(ci, n_boot, seed, "bennett_s", ci_method)
+    return evaluate("bennett_s", build_bennett_s(r, weights=weights), ci=ci, n_boot=n_boot,
+                    seed=seed, ci_method=ci_method)
 
 
 def fleiss_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
-                 ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+                 ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                 ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Fleiss' kappa (multi-rater Scott's pi), Gwet's generalisation to missing ratings and weights.
 
     .. math:: p_e = \sum_{k,l} w_{kl} \pi_k \pi_l, \qquad
@@ -306,7 +314,7 @@ def fleiss_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Margin
         :math:`\pi_k = \sum_i r_{ik} / \sum_i r_i` over the pairable items
         (every rating weighs the same, as in Fleiss 1971). It differs from the
         default when items have unequal numbers of ratings.
-    ci, n_boot, seed
+    ci, n_boot, seed, ci_method
         As in :func:`percent_agreement`.
 
     Examples
@@ -316,13 +324,14 @@ def fleiss_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Margin
     >>> round(float(lg.fleiss_kappa(r)), 4)
     0.4667
     """
-    check_bootstrap_args(ci, n_boot, seed, "fleiss_kappa")
+    check_bootstrap_args(ci, n_boot, seed, "fleiss_kappa", ci_method)
     return evaluate("fleiss_kappa", build_fleiss_kappa(r, weights=weights, marginals=marginals), ci=ci,
-                    n_boot=n_boot, seed=seed)
+                    n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 def scott_pi(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
-             ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+             ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+             ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     """Scott's pi; Fleiss' kappa is its multi-rater form, computed identically (same ``weights``, ``marginals``).
 
     With two raters and complete data, weighted Scott's pi is irrCAC's ``scott`` of the contingency table
@@ -335,13 +344,14 @@ def scott_pi(r: Ratings, weights: Weights = "identity", *, marginals: Marginals 
     >>> float(lg.scott_pi(r)) == float(lg.fleiss_kappa(r))
     True
     """
-    check_bootstrap_args(ci, n_boot, seed, "scott_pi")
+    check_bootstrap_args(ci, n_boot, seed, "scott_pi", ci_method)
     return evaluate("scott_pi", build_fleiss_kappa(r, weights=weights, marginals=marginals, function="scott_pi"),
-                    ci=ci, n_boot=n_boot, seed=seed)
+                    ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 def gwet_ac(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
-            ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+            ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+            ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Gwet's AC1 (identity weights) / AC2 (any other weighting).
 
     .. math:: p_e = \frac{\sum_{k,l} w_{kl}}{q(q-1)} \sum_k \pi_k (1 - \pi_k), \qquad
@@ -359,7 +369,7 @@ def gwet_ac(r: Ratings, weights: Weights = "identity", *, marginals: Marginals =
     marginals : {"all_rated_items", "pairable_items"}, default "all_rated_items"
         ``"pairable_items"`` averages :math:`r_{ik}/r_i` over the pairable
         items only (LabelGate's earlier definition).
-    ci, n_boot, seed
+    ci, n_boot, seed, ci_method
         As in :func:`percent_agreement`.
 
     Examples
@@ -369,13 +379,14 @@ def gwet_ac(r: Ratings, weights: Weights = "identity", *, marginals: Marginals =
     >>> round(float(lg.gwet_ac(r)), 4)
     0.5294
     """
-    check_bootstrap_args(ci, n_boot, seed, "gwet_ac")
+    check_bootstrap_args(ci, n_boot, seed, "gwet_ac", ci_method)
     return evaluate("gwet_ac", build_gwet_ac(r, weights=weights, marginals=marginals), ci=ci, n_boot=n_boot,
-                    seed=seed)
+                    seed=seed, ci_method=ci_method)
 
 
 def conger_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Marginals = "all_rated_items",
-                 ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+                 ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                 ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Conger's kappa: multi-rater Cohen's kappa with rater-specific marginals.
 
     .. math:: p_e = \frac{1}{r(r-1)} \sum_{g \ne h} \sum_{k,l} w_{kl}\, p_{gk}\, p_{hl}
@@ -391,7 +402,7 @@ def conger_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Margin
         ``"pairable_items"`` takes each rater's marginal over his ratings on
         pairable items only (LabelGate's earlier definition); then ``r`` counts the
         raters with a rating on a pairable item.
-    r, weights, ci, n_boot, seed
+    r, weights, ci, n_boot, seed, ci_method
         As in :func:`gwet_ac`.
 
     Raises
@@ -407,13 +418,13 @@ def conger_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Margin
     >>> round(float(lg.conger_kappa(r)), 3)
     -0.182
     """
-    check_bootstrap_args(ci, n_boot, seed, "conger_kappa")
+    check_bootstrap_args(ci, n_boot, seed, "conger_kappa", ci_method)
     return evaluate("conger_kappa", build_conger_kappa(r, weights=weights, marginals=marginals), ci=ci,
-                    n_boot=n_boot, seed=seed)
+                    n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
-                seed: Any = None) -> Estimate:
+                seed: Any = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     """Cohen's kappa (weighted with any weighting of :func:`percent_agreement`) for exactly two raters.
 
     Uses the items both raters judged, for the marginals too; equals
@@ -434,17 +445,18 @@ def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None =
     >>> round(float(lg.cohen_kappa(r)), 4)
     0.5
     """
-    check_bootstrap_args(ci, n_boot, seed, "cohen_kappa")
+    check_bootstrap_args(ci, n_boot, seed, "cohen_kappa", ci_method)
     require_rater_identity(r, "cohen_kappa")
     if r.n_raters != 2:
         raise DesignError(f"cohen_kappa needs exactly two raters; these ratings have {r.n_raters}. "
                           "Use conger_kappa for more raters (it equals Cohen's kappa for two).",
                           Reason.WRONG_RATER_COUNT, n_raters=r.n_raters)
     stat = build_conger_kappa(r, weights=weights, function="cohen_kappa", marginals="pairable_items")
-    return evaluate("cohen_kappa", stat, ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("cohen_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                       ci_method: str = DEFAULT_CI_METHOD,
                        ) -> dict[Any, Estimate]:
     r"""Category-specific agreement :math:`SA_k` for every category.
 
@@ -467,7 +479,7 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     >>> {k: round(float(v), 3) for k, v in lg.specific_agreement(r).items()}
     {1: 0.0, 2: 0.82, 3: 0.0}
     """
-    check_bootstrap_args(ci, n_boot, seed, "specific_agreement")
+    check_bootstrap_args(ci, n_boot, seed, "specific_agreement", ci_method)
     v = view(r)
     on = v.counts * v.pairable[:, None]
     blocks = [on * (on - 1.0), on * (v.n - 1.0)[:, None]]
@@ -479,13 +491,20 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r))
     point = stat.point()
     level = float(ci) if ci is not None else None
-    replicates = bootstrap(stat, n_boot=n_boot, seed=seed) if level is not None and v.n_pairable else None
+    replicates, loo = None, None
+    if level is not None and v.n_pairable:
+        rng = make_rng(seed)  # one generator: the jackknife's item sample (large data) follows the resamples
+        replicates = bootstrap(stat, n_boot=n_boot, seed=rng)
+        loo = jackknife_components(stat, rng=rng)["value"] if ci_method == "bca" else None
     result: dict[Any, Estimate] = {}
     for k, category in enumerate(r.categories):
         value = float(point["value"][0, k])
-        interval = None
+        interval, method, details = None, None, {"category": category}
         if replicates is not None and level is not None and np.isfinite(value):
-            interval, _ = percentile_interval(replicates[:, k], level)
+            interval, _, method, note = interval_of(replicates[:, k], value, level, ci_method,
+                                                    None if loo is None else loo[:, k], on.shape[0])
+            if note:
+                details["ci_method_note"] = note
         unused = not np.isfinite(value)
         result[category] = Estimate(
             metric="specific_agreement", value=value if not unused else float("nan"), ci=interval,
@@ -493,5 +512,5 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
             n_items_excluded=excluded_single(r),
             reason=f"category {category!r} is never used on an item with two or more ratings" if unused else None,
             reason_code=Reason.CATEGORY_NOT_PAIRED if unused else None,
-            details={"category": category}, n_boot=n_boot if interval else 0)
+            details=details, n_boot=n_boot if interval else 0, ci_method=method)
     return result

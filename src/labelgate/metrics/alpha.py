@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
 from labelgate.metrics._engine import (
@@ -150,6 +150,7 @@ def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray, sc
 
 
 def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                       ci_method: str = DEFAULT_CI_METHOD,
                        ) -> Estimate:
     r"""Krippendorff's alpha with the distance of ``r.level``; missing data allowed.
 
@@ -165,6 +166,8 @@ def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     (unused categories contribute nothing); interval ``(c - k)^2``; ratio
     ``((c - k)/(c + k))^2``. Interval alpha is computed from per-item moments,
     so continuous labels need no category table.
+    ``ci``, ``n_boot``, ``seed``, ``ci_method``: the item-bootstrap interval,
+    as in :func:`labelgate.percent_agreement`.
 
     Examples
     --------
@@ -173,8 +176,8 @@ def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     >>> round(float(lg.krippendorff_alpha(r)), 4)
     0.7025
     """
-    check_bootstrap_args(ci, n_boot, seed, "krippendorff_alpha")
-    return evaluate("krippendorff_alpha", build_alpha(r), ci=ci, n_boot=n_boot, seed=seed)
+    check_bootstrap_args(ci, n_boot, seed, "krippendorff_alpha", ci_method)
+    return evaluate("krippendorff_alpha", build_alpha(r), ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 IotaDistance = Literal["nominal", "interval"]
@@ -243,7 +246,7 @@ def _default_iota_distance(r: Ratings) -> IotaDistance:
 
 
 def janson_olsson_iota(r: Ratings, distance: IotaDistance | None = None, *, ci: float | None = None,
-                       n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+                       n_boot: int = DEFAULT_N_BOOT, seed: Any = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Janson & Olsson's iota, :math:`\iota = 1 - d_o / d_e` (xRR paper eq. 1-5).
 
     :math:`d_o` is the mean over pairable items of the mean disagreement of the
@@ -268,9 +271,9 @@ def janson_olsson_iota(r: Ratings, distance: IotaDistance | None = None, *, ci: 
     >>> round(float(lg.janson_olsson_iota(r)), 4)
     0.8
     """
-    check_bootstrap_args(ci, n_boot, seed, "janson_olsson_iota")
+    check_bootstrap_args(ci, n_boot, seed, "janson_olsson_iota", ci_method)
     if distance is not None:
         check_option(distance, ("nominal", "interval"), "distance", "janson_olsson_iota")
     stat = build_iota(r, distance=distance)
-    return evaluate("janson_olsson_iota", stat, ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("janson_olsson_iota", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 

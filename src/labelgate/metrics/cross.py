@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.align import on_one_index
+from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
 from labelgate.errors import DesignError, ParameterError, Reason, check_option
 from labelgate.metrics._engine import (
@@ -68,7 +69,7 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
     if not isinstance(x, Ratings) or not isinstance(y, Ratings):
         raise ParameterError(f"{function} takes two Ratings (one per replication); got "
                              f"{type(x).__name__} and {type(y).__name__}.", parameter="x")
-    x, y = common_categories(x, y)
+    x, y = common_categories(*on_one_index(x, y))  # separately built: put on one item index once (cached)
     cx, cy = align_items(x, y)
     if cx.size == 0:
         raise DesignError(f"{function}: no item is rated in both replications ({x.n_items} and {y.n_items} "
@@ -208,7 +209,7 @@ def _with_level(r: Ratings, level: str) -> Ratings:
 
 
 def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float | None = None,
-                n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+                n_boot: int = DEFAULT_N_BOOT, seed: Any = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Cross-replication kappa :math:`\kappa_x(X, Y)` with missing data (xRR paper eq. 9-11).
 
     Parameters
@@ -222,9 +223,9 @@ def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float 
         pooled category frequencies of both replications on the common items;
         interval and ratio: squared difference (eq. 3), from moments. A
         function of two categories or a matrix gives a custom distance.
-    ci, n_boot, seed
-        Item-bootstrap interval: common items are resampled jointly in both
-        replications.
+    ci, n_boot, seed, ci_method
+        Item-bootstrap interval (as in :func:`labelgate.percent_agreement`):
+        common items are resampled jointly in both replications.
 
     Raises
     ------
@@ -241,15 +242,16 @@ def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float 
     >>> round(float(lg.cross_kappa(x, y)), 4)
     0.5
     """
-    check_bootstrap_args(ci, n_boot, seed, "cross_kappa")
+    check_bootstrap_args(ci, n_boot, seed, "cross_kappa", ci_method)
     x, y, cx, cy = prepare_pair(x, y, "cross_kappa")
     stat = build_cross_kappa(x, y, cx, cy, distance)
     stat.details.update(_coverage(x, y, cx))
-    return evaluate("cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alpha", distance: Distance = None,
-                           *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+                           *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                           ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Normalized kappa_x: :math:`\kappa_x / \sqrt{IRR_X \cdot IRR_Y}` (xRR paper eq. 13).
 
     Both IRRs are computed on the items common to the two replications (each
@@ -275,7 +277,7 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     >>> round(float(est), 4), round(est.details["cross_kappa"], 4)
     (0.9682, 0.5)
     """
-    check_bootstrap_args(ci, n_boot, seed, "normalized_cross_kappa")
+    check_bootstrap_args(ci, n_boot, seed, "normalized_cross_kappa", ci_method)
     check_option(irr, tuple(IRR_BUILDERS), "irr", "normalized_cross_kappa")
     x, y, cx, cy = prepare_pair(x, y, "normalized_cross_kappa")
     kappa = build_cross_kappa(x, y, cx, cy, distance)
@@ -301,11 +303,12 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
                    explain=explain)
     stat.interval_components = ("cross_kappa", "irr_x", "irr_y")
     stat.details.update({"irr": irr, **_coverage(x, y, cx)})
-    return evaluate("normalized_cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("normalized_cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_alpha", *,
-                   ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
+                   ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                   ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""IRR of the crowd and of the trusted pool on their common items, with a joint item bootstrap.
 
     The value is :math:`IRR_{crowd}`; ``details`` carry :math:`IRR_{trusted}`,
@@ -321,8 +324,8 @@ def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_al
         The two pools, sharing one item index (:func:`labelgate.ratings_by_pool`).
     irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
         The IRR.
-    ci, n_boot, seed
-        Item-bootstrap interval.
+    ci, n_boot, seed, ci_method
+        Item-bootstrap interval (as in :func:`labelgate.percent_agreement`).
 
     Examples
     --------
@@ -333,7 +336,7 @@ def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_al
     >>> round(est.value, 4) == round(lg.krippendorff_alpha(x).value, 4), round(est.details["irr_y"], 4)
     (True, 1.0)
     """
-    check_bootstrap_args(ci, n_boot, seed, "irr_comparison")
+    check_bootstrap_args(ci, n_boot, seed, "irr_comparison", ci_method)
     check_option(irr, tuple(IRR_BUILDERS), "irr", "irr_comparison")
     x, y, cx, cy = prepare_pair(crowd, trusted, "irr_comparison")
     parts = [IRR_BUILDERS[irr](x, cx), IRR_BUILDERS[irr](y, cy)]
@@ -351,7 +354,7 @@ def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_al
     stat = combine(parts, finalize, n_items=parts[0].n_items, n_ratings=parts[0].n_ratings, explain=explain,
                    n_items_excluded=parts[0].n_items_excluded)
     stat.interval_components = ("irr_y", "difference", "ratio")
-    est = evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed)
+    est = evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
     if not math.isnan(est.details["irr_y"]):
         return est
     # Say why the trusted IRR (hence the comparison) is undefined.

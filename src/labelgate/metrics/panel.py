@@ -1,8 +1,14 @@
-"""A standard panel of core metrics for one replication or a pair of replications."""
+"""A standard panel of core metrics for one replication or a pair of replications.
+
+The metrics share their work through the caches of `Ratings` and of its item views: the item x category
+counts, the per-item agreement (percent agreement, Fleiss, AC1, Conger and SPA), SPA's per-size sums (one
+set for all six weightings) and, for two separately built replications, the item alignment (κx and
+normalized κx match the items once).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
@@ -10,7 +16,7 @@ from labelgate.core.ratings import Ratings
 from labelgate.metrics.agreement import conger_kappa, fleiss_kappa, gwet_ac, percent_agreement
 from labelgate.metrics.alpha import krippendorff_alpha
 from labelgate.metrics.cross import cross_kappa, normalized_cross_kappa
-from labelgate.metrics.spa import spa
+from labelgate.metrics.spa import Weighting, spa
 
 Progress = Callable[[str], None]
 
@@ -25,7 +31,8 @@ SINGLE: dict[str, Callable[..., Estimate]] = {
 
 
 def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_boot: int = DEFAULT_N_BOOT,
-                  seed: int | None = 0, progress: Progress | None = None) -> dict[str, dict[str, Estimate]]:
+                  seed: int | None = 0, progress: Progress | None = None,
+                  spa_weightings: Sequence[Weighting] = ("annotations_m1",)) -> dict[str, dict[str, Estimate]]:
     """Per-pool agreement metrics and, for exactly two pools, kappa_x and normalized kappa_x.
 
     Parameters
@@ -36,6 +43,9 @@ def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_bo
         Bootstrap settings passed to every metric.
     progress : callable, optional
         Called with a short label before each metric (for progress display).
+    spa_weightings : sequence of SPA weightings, default ("annotations_m1",)
+        The SPA weightings to report (:data:`labelgate.metrics.spa.WEIGHTINGS` for all six); the first is
+        reported as ``"spa"``, the others as ``"spa_<weighting>"``.
 
     Returns
     -------
@@ -57,7 +67,12 @@ def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_bo
         for metric, func in SINGLE.items():
             if progress:
                 progress(f"{name}: {metric}")
-            row[metric] = func(ratings, ci=ci, n_boot=n_boot, seed=seed)
+            if metric != "spa":
+                row[metric] = func(ratings, ci=ci, n_boot=n_boot, seed=seed)
+                continue
+            for position, weighting in enumerate(spa_weightings):
+                key = "spa" if position == 0 else f"spa_{weighting}"
+                row[key] = spa(ratings, weighting, ci=ci, n_boot=n_boot, seed=seed)
         out[str(name)] = row
     if len(pools) == 2:
         (x_name, x), (y_name, y) = pools.items()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from labelgate.core.estimate import INTERVAL_METHODS
 from labelgate.metrics.agreement import (
     bennett_s,
     cohen_kappa,
@@ -79,6 +80,9 @@ class MetricSpec:
         Invariant to ``x -> a x + b`` of numeric labels (not Phi, which is defined on a bounded scale).
     complete_only : bool
         Needs a complete items x raters design (ICC forms of McGraw & Wong).
+    ci_methods : tuple of str
+        Values of its ``ci_method`` option (the item-bootstrap interval methods); empty when the metric
+        has no such option (its interval is its own).
     """
 
     name: str
@@ -94,6 +98,7 @@ class MetricSpec:
     order_invariant: bool = True
     affine_invariant: bool = True
     complete_only: bool = False
+    ci_methods: tuple[str, ...] = INTERVAL_METHODS
 
 
 # Every weighting of Gwet's handbook (labelgate.metrics.weights); a custom matrix depends on the number of
@@ -120,16 +125,17 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("normalized_cross_kappa", normalized_cross_kappa, kind="cross",
                options=({"irr": "krippendorff_alpha"}, {"irr": "fleiss_kappa"}, {"irr": "conger_kappa"},
                         {"irr": "gwet_ac"})),
-    MetricSpec("icc", icc, family="numeric", levels=("interval", "ratio"), complete_only=True,
+    MetricSpec("icc", icc, family="numeric", levels=("interval", "ratio"), complete_only=True, ci_methods=(),
                options=tuple({"form": f} for f in ("1", "A1", "C1", "1k", "Ak", "Ck"))),
-    MetricSpec("item_icc", item_icc, family="numeric", levels=("interval", "ratio")),
-    MetricSpec("labeler_icc", labeler_icc, family="numeric", levels=("interval", "ratio"), perfect=0.0),
+    MetricSpec("item_icc", item_icc, family="numeric", levels=("interval", "ratio"), ci_methods=()),
+    MetricSpec("labeler_icc", labeler_icc, family="numeric", levels=("interval", "ratio"), perfect=0.0,
+               ci_methods=()),
     MetricSpec("cross_correlation", cross_correlation, kind="cross", family="numeric",
-               levels=("interval", "ratio")),
+               levels=("interval", "ratio"), ci_methods=()),
     MetricSpec("disattenuated_correlation", disattenuated_correlation, kind="cross", family="numeric",
-               levels=("interval", "ratio"), order_invariant=False),
+               levels=("interval", "ratio"), order_invariant=False, ci_methods=()),
     MetricSpec("phi_agreement", phi_agreement, family="numeric", levels=("interval", "ordinal"), bootstrap=False,
-               affine_invariant=False),
+               affine_invariant=False, ci_methods=()),
 )
 
 METRICS_BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}

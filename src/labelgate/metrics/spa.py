@@ -25,11 +25,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import Reason, check_option
 from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, safe_ratio
-from labelgate.metrics._items import excluded_single, item_agreement, view
+from labelgate.metrics._items import ItemView, excluded_single, item_agreement, view
 
 Weighting = Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"]
 WEIGHTINGS: tuple[Weighting, ...] = ("flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class")
@@ -116,20 +116,34 @@ def spa_from_sums(agree: np.ndarray, count: np.ndarray, category_counts: np.ndar
     return safe_ratio((k * agree).sum(axis=1), (k * count).sum(axis=1))
 
 
-def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = "annotations_m1",
-              ) -> ItemStatistic:
-    v = view(r, codes)
-    agree = item_agreement(v, np.eye(r.n_categories))
+def _spa_sums(v: ItemView) -> tuple[FloatArray, IntArray, IntArray, FloatArray, list[np.ndarray]]:
+    """The weighting-free part of SPA on a view, computed once per view: the six weightings share it.
+
+    Returns the distinct item sizes, each item's size group, the pairable rows, the pairable items' counts
+    and the totals (per size: summed agreement and number of items; category counts).
+    """
+    cached = v.shared.get("spa_sums")
+    if cached is not None:
+        return cached
+    agree = item_agreement(v, np.eye(v.ratings.n_categories))
     sizes = np.unique(v.n[v.pairable]) if v.n_pairable else np.asarray([2.0])
     group = np.searchsorted(sizes, v.n)
     rows = np.flatnonzero(v.pairable)
     counts = v.counts * v.pairable[:, None]
-    q = r.n_categories
-    # per distinct n: sum of item agreements and number of items (dense one-hot blocks only for the bootstrap)
     totals = [np.bincount(group[rows], weights=agree[rows], minlength=sizes.size),
               np.bincount(group[rows], minlength=sizes.size).astype(np.float64), counts.sum(axis=0)]
+    v.shared["spa_sums"] = (sizes, group, rows, counts, totals)
+    return sizes, group, rows, counts, totals
 
-    def blocks() -> list[np.ndarray]:
+
+def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = "annotations_m1",
+              ) -> ItemStatistic:
+    v = view(r, codes)
+    sizes, group, rows, counts, totals = _spa_sums(v)
+    q = r.n_categories
+
+    def blocks() -> list[np.ndarray]:  # dense one-hot blocks only for the bootstrap
+        agree = item_agreement(v, np.eye(q))
         onehot = np.zeros((v.n.size, sizes.size))
         onehot[rows, group[rows]] = 1.0
         return [onehot * agree[:, None], onehot, counts]
@@ -141,14 +155,14 @@ def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = 
     def explain(point: Components) -> tuple[Reason, str]:
         return Reason.NO_PAIRABLE_ITEMS, "no item has two or more annotations"
 
-    return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize,
+    return ItemStatistic(blocks=None, build_blocks=blocks, totals=[t.copy() for t in totals], finalize=finalize,
                          n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
                          n_items_excluded=excluded_single(r), explain=explain,
                          details={"weighting": weighting})
 
 
 def spa(r: Ratings, weighting: Weighting = "annotations_m1", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
-        seed: Any = None) -> Estimate:
+        seed: Any = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     """Sparse probability of agreement (SPA paper eq. 7) with a weighting from §5.
 
     Parameters
@@ -160,6 +174,8 @@ def spa(r: Ratings, weighting: Weighting = "annotations_m1", *, ci: float | None
         §6.4). ``inv_var`` uses the uniform distribution over the ``q``
         categories of ``r``; ``inv_var_class`` the pooled class distribution
         of the pairable annotations.
+    ci, n_boot, seed, ci_method
+        Item-bootstrap interval, as in :func:`labelgate.percent_agreement`.
 
     Examples
     --------
@@ -170,6 +186,6 @@ def spa(r: Ratings, weighting: Weighting = "annotations_m1", *, ci: float | None
     >>> round(float(lg.spa(r)), 4)
     0.2545
     """
-    check_bootstrap_args(ci, n_boot, seed, "spa")
+    check_bootstrap_args(ci, n_boot, seed, "spa", ci_method)
     check_option(weighting, WEIGHTINGS, "weighting", "spa")
-    return evaluate("spa", build_spa(r, weighting=weighting), ci=ci, n_boot=n_boot, seed=seed)
+    return evaluate("spa", build_spa(r, weighting=weighting), ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)

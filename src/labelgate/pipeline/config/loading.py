@@ -117,7 +117,7 @@ def resolve_paths(config: GateT, base: Path) -> GateT:
         source = monitor.source.model_copy(update={"path": under(monitor.source.path)})
         update["monitor"] = monitor.model_copy(update={"source": source})
     serve = config.serve  # the served gate's drop folder, archive and ledger
-    moved = {name: under(getattr(serve, name)) for name in ("watch", "move_to", "state")
+    moved: dict[str, Any] = {name: under(getattr(serve, name)) for name in ("watch", "move_to", "state")
              if getattr(serve, name) and name in serve.model_fields_set}
     if moved:
         update["serve"] = serve.model_copy(update=moved)

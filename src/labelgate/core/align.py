@@ -1,0 +1,77 @@
+"""Two replications on one item axis.
+
+Items of two separately built `Ratings` are matched by id with one vectorised factorisation of both id
+lists (:func:`labelgate.core.columns.factorize_objects`: cached string hashes, an int64 sort and an exact
+equality check), never a Python dict over the items, and the pair put on one item index is cached on the
+first: κx, normalized κx and the IRR comparison of the same pair align once.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from labelgate.core.columns import factorize_objects
+from labelgate.core.statistics import SufficientStatistics
+
+IntArray = npt.NDArray[np.int64]
+# A `Ratings` (this module sits below core.ratings: it sees the statistics its base class defines).
+R = TypeVar("R", bound=SufficientStatistics)
+
+
+def align_items(x: SufficientStatistics, y: SufficientStatistics) -> tuple[IntArray, IntArray]:
+    """Codes, in ``x`` and in ``y``, of the items rated in both (in ``x``'s code order).
+
+    Items are matched by code when the two share one item index (as produced
+    by :func:`ratings_by_pool` or :func:`on_one_index`), by id otherwise.
+    """
+    in_x = np.flatnonzero(x.ratings_per_item > 0)
+    if x.item_labels is y.item_labels:
+        common = in_x[y.ratings_per_item[in_x] > 0]
+        return common, common
+    return _match_ids(x, y, in_x)
+
+
+def on_one_index(x: R, y: R) -> tuple[R, R]:
+    """The two replications on one item index — ``x``'s items, then ``y``'s other items — cached on ``x``.
+
+    This is what :func:`ratings_by_pool` builds: items then align by code and both replications' per-item
+    statistics are read in the same order (gathering ``y``'s rows in ``x``'s order is a random access that
+    cost more than the whole κx). The judgements, raters and categories are those of ``x`` and ``y``.
+    """
+    if x.item_labels is y.item_labels:
+        return x, y
+    cache: dict[int, tuple[weakref.ref[R], R, R]] = x.__dict__.setdefault("_one_index", {})
+    hit = cache.get(id(y))
+    if hit is not None and hit[0]() is y:
+        return hit[1], hit[2]
+    n_x = len(x.item_labels)
+    joint = factorize_objects(np.concatenate([np.asarray(x.item_labels, dtype=object),
+                                              np.asarray(y.item_labels, dtype=object)]))
+    if (joint.codes[:n_x] != np.arange(n_x)).any() or (joint.codes < 0).any():
+        return x, y  # ids that are missing or repeat within x: leave the matching to align_items
+    make = cast(Any, type(x))  # Ratings(item_codes, rater_codes, value_codes, **labels)
+    x_on, y_on = (make(r.item_codes if r is x else joint.codes[n_x:][r.item_codes], r.rater_codes,
+                          r.value_codes, item_labels=joint.uniques, rater_labels=r.rater_labels,
+                          categories=r.categories, level=r.level, n_dropped_missing=r.n_dropped_missing)
+                  for r in (x, y))
+    for dead in [k for k, entry in cache.items() if entry[0]() is None]:
+        del cache[dead]
+    cache[id(y)] = (weakref.ref(y), x_on, y_on)
+    return x_on, y_on
+
+
+def _match_ids(x: SufficientStatistics, y: SufficientStatistics, in_x: IntArray) -> tuple[IntArray, IntArray]:
+    in_y = np.flatnonzero(y.ratings_per_item > 0)
+    joint = factorize_objects(np.concatenate([x.item_labels[in_x], y.item_labels[in_y]]))
+    code_x, code_y = joint.codes[:in_x.size], joint.codes[in_x.size:]
+    # item ids are unique within a Ratings, so each joint code has at most one position in y
+    position = np.full(len(joint.uniques) + 1, -1, dtype=np.int64)  # the extra entry: an id coded -1
+    present = code_y >= 0
+    position[code_y[present]] = in_y[present]
+    y_codes = position[np.where(code_x >= 0, code_x, len(joint.uniques))]
+    keep = y_codes >= 0
+    return in_x[keep], y_codes[keep]

@@ -1,0 +1,161 @@
+"""From factorised columns to the arrays of a `Ratings`: missing values, categories, duplicates, compaction.
+
+numpy only. The steps avoid copies the input does not need: without missing labels no row is gathered,
+and without duplicate judgements the duplicate check is one sort of an int64 key (no argsort).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from labelgate.core.categories import Level, resolve_categories
+from labelgate.core.columns import Column, python_scalar
+from labelgate.errors import InputError, Reason
+
+IntArray = npt.NDArray[np.int64]
+DuplicatePolicy = Literal["error", "first", "last"]
+MissingPolicy = Literal["drop", "error"]
+
+
+class RowSubset:
+    """Labels of a subset of a table's rows (a pool), looked up only when an error names a row.
+
+    ``subset[p]`` is the label of the table row ``positions[p]`` (its position when the table has no index).
+    """
+
+    def __init__(self, labels: Any, positions: IntArray) -> None:
+        self.labels, self.positions = labels, positions
+
+    def __getitem__(self, position: int) -> Any:
+        row = int(self.positions[position])
+        return row if self.labels is None else self.labels[row]
+
+
+def column_names(data: Any) -> list[Any]:
+    """The column names of a DataFrame, an Arrow table or a mapping of columns."""
+    if hasattr(data, "columns") and not hasattr(data, "column_names"):
+        return list(data.columns)
+    if hasattr(data, "column_names"):  # an Arrow table: ``.columns`` are the arrays themselves
+        return list(data.column_names)
+    if isinstance(data, Mapping):
+        return list(data.keys())
+    raise InputError(f"Long ratings must be a DataFrame or a mapping of columns; got {type(data).__name__}.",
+                     Reason.EMPTY_INPUT)
+
+
+def require_columns(data: Any, roles: Iterable[tuple[str, str]]) -> None:
+    """Raise on the first missing column (naming its role) and on an empty table."""
+    columns = column_names(data)
+    roles = list(roles)
+    for role, name in roles:
+        if name not in columns:
+            raise InputError(f"Column {name!r} (the {role} column) is missing; the data has columns "
+                             f"{sorted(map(str, columns))}.", Reason.MISSING_COLUMN, column=name)
+    if len(data[roles[0][1]]) == 0:
+        raise InputError("The ratings table is empty (0 rows).", Reason.EMPTY_INPUT)
+
+
+def check_ids(columns: Iterable[tuple[str, Column]], row_labels: Any) -> None:
+    """Raise on the first missing id, naming the column and the row."""
+    for name, col in columns:
+        bad = np.flatnonzero(col.codes < 0)
+        if bad.size:
+            row = row_label(row_labels, bad[0])
+            raise InputError(f"Column {name!r} has a missing id in {bad.size} row(s), first at row {row!r}.",
+                             Reason.MISSING_ID, column=name, row=row)
+
+
+def row_label(row_labels: Any, position: int) -> Any:
+    """The label of row ``position`` (the position itself without labels)."""
+    if row_labels is None:
+        return int(position)
+    return python_scalar(row_labels[int(position)])
+
+
+def assemble(items: Column, raters: Column, values: Column, *, level: Level, categories: Sequence[Any] | None,
+             duplicates: DuplicatePolicy, missing: MissingPolicy, value_column: str, row_labels: Any,
+             shared_item_index: bool = False) -> dict[str, Any]:
+    """The keyword arguments of ``Ratings(...)`` from three factorised columns of the same rows."""
+    dropped = values.codes < 0
+    n_missing = int(np.count_nonzero(dropped))
+    if n_missing and missing == "error":
+        row = row_label(row_labels, int(np.argmax(dropped)))
+        raise InputError(f"Column {value_column!r} has a missing value in {n_missing} row(s), "
+                         f"first at row {row!r}.", Reason.MISSING_VALUE, column=value_column, row=row)
+    cats, value_map = resolve_categories(values.uniques, categories, level, value_column)
+    code_of_unique = np.asarray(value_map, dtype=np.int64)
+    bad_unique = code_of_unique < 0
+    if bad_unique.any():
+        first_bad = int(np.flatnonzero(bad_unique[np.maximum(values.codes, 0)] & ~dropped)[0])
+        bad_value = values.uniques[values.codes[first_bad]]
+        raise InputError(f"Column {value_column!r} has value {bad_value!r} at row "
+                         f"{row_label(row_labels, first_bad)!r}, which is not one of the categories "
+                         f"{list(cats)}.", Reason.UNKNOWN_CATEGORY, column=value_column,
+                         row=row_label(row_labels, first_bad), value=bad_value)
+    rows: IntArray | None = None  # positions of the kept rows; None: every row, in order (no gather)
+    item_codes, rater_codes, value_codes = items.codes, raters.codes, values.codes
+    if n_missing:
+        rows = np.flatnonzero(~dropped)
+        if rows.size == 0:
+            raise InputError(f"Column {value_column!r} has no non-missing value.", Reason.EMPTY_INPUT)
+        item_codes, rater_codes, value_codes = item_codes[rows], rater_codes[rows], value_codes[rows]
+    value_codes = code_of_unique[value_codes]
+    kept = resolve_duplicates(item_codes, rater_codes, max(len(raters.uniques), 1), duplicates, rows, items,
+                              raters, row_labels)
+    if kept is not None:
+        item_codes, rater_codes, value_codes = item_codes[kept], rater_codes[kept], value_codes[kept]
+    if shared_item_index:  # pools keep the index of the whole table, so items align by code
+        item_labels = np.asarray(items.uniques, dtype=object)
+    else:
+        item_labels, item_codes = compact(items.uniques, item_codes)
+    rater_labels, rater_codes = compact(raters.uniques, rater_codes)
+    return {"item_codes": item_codes, "rater_codes": rater_codes, "value_codes": value_codes,
+            "item_labels": item_labels, "rater_labels": rater_labels, "categories": cats, "level": level,
+            "n_dropped_missing": n_missing}
+
+
+def resolve_duplicates(item_codes: IntArray, rater_codes: IntArray, n_raters: int, policy: DuplicatePolicy,
+                       rows: IntArray | None, items: Column, raters: Column, row_labels: Any) -> IntArray | None:
+    """Positions of the judgements to keep; None when no (item, rater) pair repeats.
+
+    ``rows`` maps these positions to table rows (None: the identity).
+    """
+    pair_key = item_codes * n_raters + rater_codes  # one int64 key per judgement
+    pair_key.sort()  # in place: an unstable (SIMD) sort is enough to tell whether any pair repeats
+    if not (pair_key[1:] == pair_key[:-1]).any():
+        return None
+    pair_key = item_codes * n_raters + rater_codes  # duplicates (rare): the key again, in row order
+    order = np.argsort(pair_key, kind="stable")
+    sorted_key = pair_key[order]
+    repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
+    if policy == "error":
+        first, second = order[repeated[0]], order[repeated[0] + 1]
+        if rows is not None:
+            first, second = rows[first], rows[second]
+        item = python_scalar(items.uniques[items.codes[first]])
+        rater = python_scalar(raters.uniques[raters.codes[first]])
+        raise InputError(
+            f"Rater {rater!r} judged item {item!r} more than once (rows {row_label(row_labels, first)!r} and "
+            f"{row_label(row_labels, second)!r}; {repeated.size} duplicate judgement(s) in all). Pass "
+            "duplicates='first' or 'last' to keep one.", Reason.DUPLICATE_JUDGEMENT, item=item, rater=rater,
+            row=row_label(row_labels, first))
+    starts = np.concatenate(([True], sorted_key[1:] != sorted_key[:-1]))
+    if policy == "first":
+        chosen = order[starts]
+    else:
+        ends = np.concatenate((sorted_key[1:] != sorted_key[:-1], [True]))
+        chosen = order[ends]
+    return np.sort(chosen)
+
+
+def compact(labels: np.ndarray, codes: IntArray) -> tuple[np.ndarray, IntArray]:
+    """Drop labels that no remaining judgement uses and renumber the codes (O(N), no sort)."""
+    used = np.bincount(codes, minlength=len(labels)) > 0
+    if used.all():
+        return np.asarray(labels, dtype=object), codes
+    renumber = np.cumsum(used) - 1
+    return np.asarray(labels, dtype=object)[used], renumber[codes].astype(np.int64)

@@ -1,0 +1,108 @@
+"""Category lists: resolving observed labels against an explicit or sorted list, and count tables.
+
+numpy only. Used by every `Ratings` constructor and by the Dask build, which resolves categories the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from labelgate.core.columns import python_scalar
+from labelgate.errors import InputError, ParameterError, Reason
+
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+IntArray = npt.NDArray[np.int64]
+
+
+def count_table(data: Any, what: str) -> tuple[IntArray, list[Any] | None, list[Any] | None]:
+    """A 2-D table of non-negative integer counts, with its row and column labels when it is a DataFrame."""
+    rows: list[Any] | None = None
+    columns: list[Any] | None = None
+    if hasattr(data, "to_numpy") and hasattr(data, "columns"):
+        rows = [python_scalar(x) for x in data.index]
+        columns = [python_scalar(x) for x in data.columns]
+        data = data.to_numpy()
+    try:
+        table = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"The {what} must hold numbers (counts).", Reason.NON_NUMERIC_VALUE) from None
+    if table.ndim != 2 or table.size == 0:
+        raise InputError(f"The {what} must be a non-empty 2-D table; got shape {table.shape}.", Reason.EMPTY_INPUT)
+    bad = np.argwhere(~np.isfinite(table) | (table < 0) | (table != np.round(table)))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        value = float(table[i, j])
+        raise InputError(f"The {what} must hold non-negative integer counts; cell ({i}, {j}) is {value!r}.",
+                         Reason.NON_NUMERIC_VALUE, row=i, value=value)
+    if table.sum() == 0:
+        raise InputError(f"The {what} has no rating (every count is 0).", Reason.EMPTY_INPUT)
+    return table.astype(np.int64), rows, columns
+
+
+def count_categories(categories: Sequence[Any] | None, q: int, level: Level, function: str) -> tuple[Any, ...]:
+    """The categories of a count table's q columns: validated like an explicit list, default ``0..q-1``."""
+    given = list(range(q)) if categories is None else list(categories)
+    if len(given) != q:
+        raise ParameterError(f"{function}: 'categories' has {len(given)} entries but the table has {q} category "
+                             "columns.", parameter="categories")
+    cats, _ = resolve_categories(np.asarray(given, dtype=object), given, level, "categories")
+    return cats
+
+
+def resolve_categories(uniques: np.ndarray, categories: Sequence[Any] | None, level: Level,
+                        value_column: str) -> tuple[tuple[Any, ...], list[int]]:
+    """Return the category tuple and, for each unique value, its category code (-1 = unknown)."""
+    observed = [python_scalar(u) for u in uniques]
+    if level in ("interval", "ratio"):
+        observed = [_as_number(v, value_column, level) for v in observed]
+    if categories is None:
+        cats = _sorted_categories(observed, level, value_column)
+    else:
+        cats = tuple(python_scalar(c) for c in categories)
+        if len(set(cats)) != len(cats):
+            raise ParameterError(f"The 'categories' list has duplicates: {list(cats)}.", parameter="categories")
+        if level in ("interval", "ratio"):
+            cats = tuple(_as_number(c, "categories", level) for c in cats)
+        if not cats:
+            raise ParameterError("The 'categories' list is empty.", parameter="categories")
+    if level == "ratio" and any(c < 0 for c in cats):
+        raise InputError(f"Ratio-level values must be non-negative; got {min(cats)!r}.",
+                         Reason.NON_NUMERIC_VALUE, column=value_column, value=min(cats))
+    position = {c: i for i, c in enumerate(cats)}
+    return cats, [position.get(v, -1) for v in observed]
+
+
+def _sorted_categories(observed: list[Any], level: Level, value_column: str) -> tuple[Any, ...]:
+    unique = list(dict.fromkeys(observed))
+    try:
+        return tuple(sorted(unique))
+    except TypeError:
+        if level == "ordinal":
+            raise InputError(f"Column {value_column!r} mixes value types that cannot be ordered; pass an "
+                             "explicit ordered 'categories' list for an ordinal level.",
+                             Reason.UNSORTABLE_CATEGORIES, column=value_column) from None
+        return tuple(sorted(unique, key=lambda v: (type(v).__name__, str(v))))
+
+
+def _as_number(value: Any, column: str, level: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"Column {column!r} has the non-numeric value {value!r}, but level={level!r} "
+                             "needs numbers.", Reason.NON_NUMERIC_VALUE, column=column, value=value) from None
+        if isinstance(value, str):
+            raise InputError(f"Column {column!r} has the string value {value!r}, but level={level!r} needs "
+                             "numbers; convert the column first.", Reason.NON_NUMERIC_VALUE,
+                             column=column, value=value)
+        value = number
+    if not math.isfinite(float(value)):
+        raise InputError(f"Column {column!r} has the non-finite value {value!r}.", Reason.NON_NUMERIC_VALUE,
+                         column=column, value=value)
+    as_int = int(value)
+    return as_int if as_int == value else float(value)

@@ -1,0 +1,307 @@
+"""Factorising one column of a long table into integer codes, by the cheapest route its form allows.
+
+Every route returns codes in order of first appearance (the order of ``pandas.factorize``), so that a
+table gives the same `Ratings` — codes, labels and hence bootstrap resamples — whether it arrives as a
+DataFrame, a mapping of numpy arrays, a pandas categorical, an Arrow table or Arrow dictionary columns.
+
+Routes, cheapest first:
+
+* already encoded — a pandas ``Categorical`` (``codes`` / ``categories``), an Arrow dictionary array,
+  or an :class:`EncodedColumn`: the codes pass through; only the order is made canonical;
+* numeric numpy arrays — dense integers by a lookup table (O(N), no sort), others by one sort;
+* objects with a ``factorize`` method (pandas Series with Arrow or nullable storage): theirs;
+* other Arrow arrays — Arrow's own hash ``dictionary_encode``, then as a dictionary array;
+* object arrays (Python strings) — Python's cached string hashes, one int64 sort and an exact
+  equality check of every row against its group's representative (a hash collision falls back to
+  the exact sort / dict route, so the result never depends on the hash).
+
+The module imports numpy only: pandas and pyarrow objects are recognised by their attributes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+
+# A dense integer column (max - min below this many times its length) is coded through a lookup
+# table instead of a sort.
+_DENSE_FACTOR = 4
+
+_NEVER_MISSING = {str, bytes, int, bool}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing."""
+
+    codes: IntArray
+    uniques: np.ndarray
+
+
+@dataclass(frozen=True)
+class EncodedColumn:
+    """A column given already encoded: integer ``codes`` into ``categories`` (-1 = missing).
+
+    Pass it as a column of :meth:`Ratings.from_long` when ids were encoded upstream (a database's
+    dictionary, a previous factorisation): it is read like a pandas categorical, without hashing the ids.
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> from labelgate.core.columns import EncodedColumn
+    >>> items = EncodedColumn([0, 0, 1, 1], ["q1", "q2"])
+    >>> lg.Ratings.from_long({"item_id": items, "rater_id": [0, 1, 0, 1], "label": [1, 1, 0, 1]}).n_items
+    2
+    """
+
+    codes: Any
+    categories: Any
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def factorize(column: Any) -> Column:
+    """Integer codes (first-appearance order) and uniques of one column; missing ids coded -1."""
+    encoded = getattr(column, "array", column)  # a pandas Series holds its data in ``.array``
+    if hasattr(encoded, "codes") and hasattr(encoded, "categories"):
+        labels = np.asarray(encoded.categories, dtype=object)
+        # a copy: the codes become the Ratings' own arrays, never an alias of the caller's
+        return _canonical(np.array(encoded.codes, dtype=np.int64), labels, check_missing=True)
+    arrow = _arrow_dictionary(column)
+    if arrow is not None:
+        return _from_dictionary(arrow)
+    dtype = getattr(column, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
+        return _factorize_numeric(np.asarray(column).ravel())
+    if hasattr(column, "factorize") and not (isinstance(dtype, np.dtype) and dtype.kind == "O"):
+        codes, uniques = column.factorize()
+        return Column(np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=object))
+    if hasattr(column, "dictionary_encode") and hasattr(column, "type"):  # a plain Arrow array
+        return _from_dictionary(column.dictionary_encode())
+    arr = np.asarray(column)
+    if arr.dtype.kind in "biuf":
+        return _factorize_numeric(arr.ravel())
+    return factorize_objects(arr.astype(object, copy=False).ravel())
+
+
+# ------------------------------------------------------------------ encoded inputs
+def _arrow_dictionary(column: Any) -> Any:
+    """The Arrow dictionary array behind ``column`` (pyarrow or a pandas ``ArrowDtype``), else None."""
+    arrow_type = getattr(getattr(column, "dtype", None), "pyarrow_dtype", None)
+    if arrow_type is not None and hasattr(arrow_type, "index_type"):
+        return column.array.__arrow_array__()
+    if hasattr(getattr(column, "type", None), "index_type") and hasattr(column, "dictionary_encode"):
+        return column
+    return None
+
+
+def _from_dictionary(array: Any) -> Column:
+    """Codes of an Arrow dictionary (Chunked)Array: its indices, over one dictionary for all chunks."""
+    if hasattr(array, "chunks"):
+        if array.num_chunks > 1:
+            array = array.unify_dictionaries()  # chunks may carry their own dictionaries
+        chunks = list(array.chunks)
+    else:
+        chunks = [array]
+    if not chunks:
+        return Column(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    parts = [np.asarray(c.indices.fill_null(-1) if c.null_count else c.indices) for c in chunks]
+    codes = np.concatenate(parts).astype(np.int64, copy=False) if len(parts) > 1 else parts[0].astype(np.int64)
+    labels = np.asarray(chunks[0].dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    return _canonical(codes, labels, check_missing=True)
+
+
+def _canonical(codes: IntArray, labels: np.ndarray, *, check_missing: bool) -> Column:
+    """Renumber codes into first-appearance order, dropping unused labels (and missing ones: code -1).
+
+    Costs one ``minimum.at`` and two passes: O(N + K), no sort of the rows.
+    """
+    n, k = codes.size, len(labels)
+    if check_missing and k:
+        missing_label = is_missing(labels)
+        if missing_label.any():  # a dictionary may hold a null: its rows are missing ids
+            codes = np.where(codes >= 0, np.where(missing_label[np.maximum(codes, 0)], -1, codes), -1)
+    valid = codes >= 0
+    all_valid = bool(valid.all())
+    rows = None if all_valid else np.flatnonzero(valid)
+    return _renumber(codes, labels, _first_rows(codes if rows is None else codes[rows], k, rows, n), all_valid)
+
+
+def _first_rows(codes: IntArray, k: int, rows: IntArray | None, total: int) -> IntArray:
+    """The first row of each of the ``k`` codes (``total`` when unused); ``rows``: the codes' rows (None: 0..).
+
+    A few categories all appear in the first rows: a head of the column settles them without a full pass.
+    """
+    n = codes.size
+    first = np.full(k, total, dtype=np.int64)
+    head = min(n, 4096)
+
+    def positions(start: int, stop: int) -> IntArray:
+        return np.arange(start, stop, dtype=np.int64) if rows is None else rows[start:stop]
+
+    np.minimum.at(first, codes[:head], positions(0, head))
+    if head < n and (first[np.bincount(codes, minlength=k) > 0] == total).any():
+        np.minimum.at(first, codes[head:], positions(head, n))
+    return first
+
+
+def _renumber(codes: IntArray, labels: np.ndarray, first: IntArray, all_valid: bool) -> Column:
+    """Given each label's first row (``n`` when unused), codes and labels in first-appearance order."""
+    n = codes.size
+    used = first < n
+    if used.sum() * 16 < n:  # few labels: sort their first rows
+        old = np.flatnonzero(used)
+        old = old[np.argsort(first[old])]
+    else:  # many labels: a counting sort on the first rows, distinct positions in [0, n)
+        mark = np.full(n + 1, -1, dtype=np.int64)
+        mark[first[used]] = np.flatnonzero(used)
+        old = mark[mark >= 0]
+    if old.size == len(labels) and (old.size == 0 or (old[1:] > old[:-1]).all()):
+        return Column(codes.astype(np.int64, copy=False), np.asarray(labels, dtype=object))
+    remap = np.full(len(labels) + 1, -1, dtype=np.int64)  # the last entry maps code -1 to -1
+    remap[old] = np.arange(old.size, dtype=np.int64)
+    out = remap[codes] if all_valid else remap[np.where(codes >= 0, codes, len(labels))]
+    return Column(out, np.asarray(labels, dtype=object)[old])
+
+
+# ------------------------------------------------------------------ numbers
+def _factorize_numeric(arr: np.ndarray) -> Column:
+    """Codes of a numeric array: a lookup table for dense integers, one sort otherwise; NaN is missing."""
+    n, original = arr.size, arr.dtype
+    if arr.dtype.kind == "b":
+        arr = arr.view(np.uint8)
+    valid_mask = None
+    if arr.dtype.kind == "f":
+        nan = np.isnan(arr)
+        if nan.any():
+            valid_mask = ~nan
+    values = arr if valid_mask is None else arr[valid_mask]
+    if values.size == 0:
+        return Column(np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=object))
+    if arr.dtype.kind in "iu" and _is_dense(values):
+        low = values.min()
+        wide = values.dtype == np.uint64  # the only integer type int64 cannot hold
+        if values.dtype == np.int64 and low >= 0:  # small non-negative integers (labels) index directly
+            low, offset = 0, values
+        else:
+            offset = (values - low).astype(np.int64) if wide else values.astype(np.int64) - int(low)
+        present = np.bincount(offset) > 0
+        code_of = np.cumsum(present, dtype=np.int64) - 1
+        sub = code_of[offset]
+        uniques = np.flatnonzero(present).astype(values.dtype) + low if wide else np.flatnonzero(present) + int(low)
+    else:
+        order = np.argsort(values)
+        ordered = values[order]
+        start = np.empty(ordered.size, dtype=bool)
+        start[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=start[1:])
+        sub = np.empty(values.size, dtype=np.int64)
+        sub[order] = np.cumsum(start, dtype=np.int64) - 1
+        uniques = ordered[start]
+    codes = sub if valid_mask is None else _spread(sub, valid_mask)
+    return _canonical(codes, uniques.astype(original).astype(object), check_missing=False)
+
+
+def _is_dense(values: np.ndarray) -> bool:
+    low, high = int(values.min()), int(values.max())
+    return high - low < max(_DENSE_FACTOR * values.size, 1 << 16)
+
+
+def _spread(sub: IntArray, valid: npt.NDArray[np.bool_]) -> IntArray:
+    codes = np.full(valid.size, -1, dtype=np.int64)
+    codes[valid] = sub
+    return codes
+
+
+# ------------------------------------------------------------------ Python objects
+def factorize_objects(arr: np.ndarray) -> Column:
+    """Codes of a 1-D object array: grouped by Python's hash, then checked for equality row by row.
+
+    Python caches a string's hash on the string, and an int64 sort is fast, so this beats sorting
+    the objects by 10x; equality is checked exactly, and anything unusual (unhashable values, a hash
+    collision, values that refuse ``==``) takes the exact route of :func:`_factorize_exact`.
+    """
+    n = arr.size
+    if n == 0:
+        return Column(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    try:
+        hashes = np.fromiter(map(hash, arr), dtype=np.int64, count=n)
+    except TypeError:  # unhashable values
+        return _factorize_exact(arr)
+    order = np.argsort(hashes)
+    ordered = hashes[order]
+    start = np.empty(n, dtype=bool)
+    start[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=start[1:])
+    starts = np.flatnonzero(start)
+    group = np.empty(n, dtype=np.int64)
+    group[order] = np.cumsum(start, dtype=np.int64) - 1
+    first = np.minimum.reduceat(order, starts)  # each group's first row
+    reps = arr[first]
+    missing_rep = is_missing(reps)
+    try:
+        same = np.asarray(arr == reps[group], dtype=bool)
+    except Exception:  # values whose == does not give a truth value
+        return _factorize_exact(arr)
+    if missing_rep.any():
+        in_missing = missing_rep[group]
+        # NaN != NaN: rows of a missing representative are checked for being missing themselves
+        same[in_missing] = is_missing(arr[in_missing])
+        if not same.all():
+            return _factorize_exact(arr)
+        group = np.where(in_missing, -1, group)
+        first = np.where(missing_rep, n, first)
+        return _renumber(group, reps, first, all_valid=False)
+    if not same.all():  # a hash collision between different values
+        return _factorize_exact(arr)
+    return _renumber(group, reps, first, all_valid=True)
+
+
+def _factorize_exact(arr: np.ndarray) -> Column:
+    """The slow, exact route: equal values by sort (or by dict for unorderable types), first-appearance order."""
+    missing = is_missing(arr)
+    codes = np.full(arr.size, -1, dtype=np.int64)
+    present = arr[~missing]
+    if present.size == 0:
+        return Column(codes, np.asarray([], dtype=object))
+    try:
+        uniques, inverse = np.unique(present, return_inverse=True)
+    except TypeError:  # mixed, unorderable types
+        lookup: dict[Any, int] = {}
+        inverse = np.asarray([lookup.setdefault(v, len(lookup)) for v in present], dtype=np.int64)
+        uniques = np.asarray(list(lookup), dtype=object)
+    codes[~missing] = inverse.ravel()
+    return _canonical(codes, np.asarray(uniques, dtype=object), check_missing=False)
+
+
+def is_missing(arr: np.ndarray) -> npt.NDArray[np.bool_]:
+    """None, float NaN and pandas' NA / NaT (recognised without importing pandas), elementwise."""
+    flat = arr.ravel()
+    if set(map(type, flat)) <= _NEVER_MISSING:  # one C-level pass settles the usual all-strings case
+        return np.zeros(arr.shape, dtype=bool)
+    out = np.fromiter((v is None or (isinstance(v, float) and math.isnan(v)) or _is_na(v) for v in flat),
+                      dtype=bool, count=flat.size)
+    return out.reshape(arr.shape)
+
+
+def _is_na(value: Any) -> bool:
+    # pandas.NA / NaT without importing pandas: they refuse to be truth-tested
+    # or compare unequal to themselves.
+    if isinstance(value, (str, bytes, int, bool)):
+        return False
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
+
+
+def python_scalar(value: Any) -> Any:
+    """A numpy scalar as the Python scalar it holds; anything else unchanged."""
+    return value.item() if hasattr(value, "item") and getattr(value, "ndim", 1) == 0 else value

@@ -1,0 +1,138 @@
+"""The sufficient statistics of a `Ratings`, computed on first use and cached on it.
+
+Item x category and rater x category counts, ratings per item and per-item / per-rater moments of the
+category values: every metric is a function of these, so each is computed once per `Ratings` and shared.
+numpy only.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from labelgate.errors import InputError, Reason
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+# Above this many item x category cells, count-based statistics are refused
+# (use level="interval" for continuous values: it works from moments).
+MAX_COUNT_CELLS = 200_000_000
+
+
+class SufficientStatistics:
+    """Structure and cached statistics of the judgements ``(item_codes, rater_codes, value_codes)``."""
+
+    item_codes: IntArray
+    rater_codes: IntArray
+    value_codes: IntArray
+    item_labels: np.ndarray
+    rater_labels: np.ndarray
+    categories: tuple[Any, ...]
+    level: str
+    n_dropped_missing: int
+
+    @property
+    def n_ratings(self) -> int:
+        """Number of judgements."""
+        return int(self.item_codes.size)
+
+    @property
+    def n_items(self) -> int:
+        """Size of the item index (for pools of :func:`ratings_by_pool`, the whole table's items)."""
+        return len(self.item_labels)
+
+    @property
+    def n_rated_items(self) -> int:
+        """Items with at least one rating in these Ratings."""
+        return int((self.ratings_per_item > 0).sum())
+
+    @property
+    def n_raters(self) -> int:
+        """Number of distinct raters."""
+        return len(self.rater_labels)
+
+    @property
+    def n_categories(self) -> int:
+        """Number of categories (explicit or observed)."""
+        return len(self.categories)
+
+    @property
+    def is_numeric(self) -> bool:
+        """True for interval and ratio levels (labels are numbers)."""
+        return self.level in ("interval", "ratio")
+
+    @cached_property
+    def category_values(self) -> FloatArray:
+        """Numeric position of each category.
+
+        The category values themselves for interval/ratio levels, and the
+        ranks 0..q-1 for nominal/ordinal levels (used by linear/quadratic weights).
+        """
+        if self.is_numeric:
+            return np.asarray([float(c) for c in self.categories], dtype=np.float64)
+        return np.arange(self.n_categories, dtype=np.float64)
+
+    @cached_property
+    def ratings_per_item(self) -> IntArray:
+        """Number of ratings of each item, shape (n_items,)."""
+        return np.bincount(self.item_codes, minlength=self.n_items).astype(np.int64, copy=False)
+
+    @cached_property
+    def item_counts(self) -> IntArray:
+        """Item x category counts ``n_ic``, shape (n_items, n_categories)."""
+        cells = self.n_items * self.n_categories
+        if cells > MAX_COUNT_CELLS:
+            raise InputError(
+                f"{self.n_items} items x {self.n_categories} categories is too many cells for count-based "
+                "metrics; for continuous labels use level='interval' (moment-based).",
+                Reason.TOO_MANY_CATEGORIES)
+        flat = np.bincount(self.item_codes * self.n_categories + self.value_codes, minlength=cells)
+        return flat.reshape(self.n_items, self.n_categories).astype(np.int64, copy=False)
+
+    @cached_property
+    def rater_counts(self) -> IntArray:
+        """Rater x category counts, shape (n_raters, n_categories)."""
+        cells = self.n_raters * self.n_categories
+        flat = np.bincount(self.rater_codes * self.n_categories + self.value_codes, minlength=cells)
+        return flat.reshape(self.n_raters, self.n_categories).astype(np.int64, copy=False)
+
+    @cached_property
+    def values(self) -> FloatArray:
+        """Numeric value of each judgement (category values), shape (n_ratings,)."""
+        return self.category_values[self.value_codes]
+
+    @cached_property
+    def item_moments(self) -> FloatArray:
+        """Per-item (count, sum, sum of squares) of the values, shape (n_items, 3)."""
+        return _moments(self.item_codes, self.values, self.n_items)
+
+    @cached_property
+    def moment_center(self) -> float:
+        """An observed value subtracted before shift-invariant moment sums (avoids cancellation)."""
+        return float(self.values[0])
+
+    def centered_item_moments(self, center: float | None = None) -> FloatArray:
+        """Per-item (count, sum, sum of squares) of ``values - center`` (default :attr:`moment_center`).
+
+        Distance-based metrics with squared differences are shift-invariant; computing them on
+        values centred at an observed value keeps ``n * sum_sq - sum**2`` exact (zero) on constant data.
+        """
+        shift = self.moment_center if center is None else center
+        return _moments(self.item_codes, self.values - shift, self.n_items)
+
+    @cached_property
+    def rater_moments(self) -> FloatArray:
+        """Per-rater (count, sum, sum of squares) of the values, shape (n_raters, 3)."""
+        return _moments(self.rater_codes, self.values, self.n_raters)
+
+
+def _moments(codes: IntArray, values: FloatArray, n: int) -> FloatArray:
+    out = np.empty((n, 3), dtype=np.float64)
+    out[:, 0] = np.bincount(codes, minlength=n)
+    out[:, 1] = np.bincount(codes, weights=values, minlength=n)
+    out[:, 2] = np.bincount(codes, weights=values * values, minlength=n)
+    return out

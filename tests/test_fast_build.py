@@ -1,0 +1,273 @@
+"""The fast routes from a table to `Ratings` give the Ratings of a plain, row-by-row reference build.
+
+Every input form — pandas object and Arrow strings, categoricals, Arrow tables and dictionary columns (several
+chunks with their own dictionaries), pre-encoded columns, numpy object / string / integer arrays, lists — must
+give the same codes, labels, categories and dropped-row count as :func:`reference_build`, a dict-based loop over
+the rows (first-appearance ids, sorted categories, duplicates resolved in row order), on random tables with
+duplicates, missing labels, Unicode and whitespace ids. The metrics that share work (the six SPA weightings, κx
+between separately built Ratings) must equal their unshared computation.
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import labelgate as lg
+from labelgate.core.align import align_items, on_one_index
+from labelgate.core.columns import EncodedColumn, factorize, factorize_objects
+from labelgate.metrics.panel import metrics_panel
+from labelgate.metrics.spa import WEIGHTINGS
+
+ID_POOL = ["i1", "i 1", " i1", "é", "ß-7", "日本", "i1 ", "", "0", "ID-ÆØÅ", "a\tb", "x" * 40]
+
+
+def _missing(value):
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def reference_build(items, raters, values, duplicates="error"):
+    """A row-by-row build: ids in first-appearance order, categories sorted, duplicates in row order."""
+    item_ids, rater_ids = {}, {}
+    for i, r in zip(items, raters, strict=True):
+        item_ids.setdefault(i, len(item_ids))
+        rater_ids.setdefault(r, len(rater_ids))
+    rows = [j for j, v in enumerate(values) if not _missing(v)]
+    chosen = {}
+    for j in rows:
+        key = (items[j], raters[j])
+        if key in chosen and duplicates == "error":
+            raise AssertionError("unexpected duplicate")
+        if key not in chosen or duplicates == "last":
+            chosen[key] = j
+    kept = sorted(chosen.values())
+    used_items = sorted({items[j] for j in kept}, key=item_ids.__getitem__)
+    used_raters = sorted({raters[j] for j in kept}, key=rater_ids.__getitem__)
+    cats = sorted({values[j] for j in kept})
+    return {"item_labels": used_items, "rater_labels": used_raters, "categories": tuple(cats),
+            "item_codes": [used_items.index(items[j]) for j in kept],
+            "rater_codes": [used_raters.index(raters[j]) for j in kept],
+            "value_codes": [cats.index(values[j]) for j in kept], "n_dropped_missing": len(values) - len(rows)}
+
+
+def assert_same(r, ref):
+    assert list(r.item_labels) == ref["item_labels"]
+    assert list(r.rater_labels) == ref["rater_labels"]
+    assert r.categories == ref["categories"]
+    assert r.item_codes.tolist() == ref["item_codes"]
+    assert r.rater_codes.tolist() == ref["rater_codes"]
+    assert r.value_codes.tolist() == ref["value_codes"]
+    assert r.n_dropped_missing == ref["n_dropped_missing"]
+
+
+def random_table(seed, n=80, ids="strings"):
+    rng = np.random.default_rng(seed)
+    n_items, n_raters = int(rng.integers(1, 25)), int(rng.integers(1, 8))
+    if ids == "strings":
+        item_ids = [ID_POOL[k % len(ID_POOL)] + str(k // len(ID_POOL)) for k in rng.permutation(n_items)]
+        rater_ids = [f"r{k}-ü" for k in rng.permutation(n_raters)]
+    elif ids == "dense":
+        item_ids = [int(k) for k in rng.permutation(n_items) - 3]
+        rater_ids = [int(k) for k in rng.permutation(n_raters)]
+    else:  # sparse integers: a lookup table would be huge
+        item_ids = [int(k) for k in rng.choice(2**40, size=n_items, replace=False)]
+        rater_ids = [int(k) * 10**12 for k in rng.permutation(n_raters)]
+    items = [item_ids[k] for k in rng.integers(0, n_items, n)]
+    raters = [rater_ids[k] for k in rng.integers(0, n_raters, n)]
+    labels = [["no", "yes", "maybe"][k] for k in rng.integers(0, 3, n)]
+    for j in np.flatnonzero(rng.random(n) < 0.1):
+        labels[j] = None
+    return items, raters, labels
+
+
+def forms(items, raters, labels):
+    """The same table in every input form the core reads."""
+    frame = pd.DataFrame({"item_id": pd.Series(items, dtype=object), "rater_id": pd.Series(raters, dtype=object),
+                          "label": pd.Series(labels, dtype=object)})
+    yield "object frame", frame
+    yield "lists", {"item_id": items, "rater_id": raters, "label": labels}
+    yield "numpy objects", {k: np.asarray(v, dtype=object) for k, v in frame.items()}
+    cats = {}
+    for name in ("item_id", "rater_id"):
+        values = [*list(dict.fromkeys(frame[name]))[::-1], "never used"]  # another order, an unused category
+        cats[name] = pd.Categorical(frame[name], categories=values)
+    yield "categoricals", pd.DataFrame({**cats, "label": frame["label"]})
+    codes = {name: EncodedColumn(cats[name].codes, list(cats[name].categories)) for name in cats}
+    yield "encoded", {**codes, "label": labels}
+    if isinstance(items[0], str):
+        yield "arrow strings", frame.astype({"item_id": "str", "rater_id": "str"})
+        yield "numpy unicode", {"item_id": np.asarray(items), "rater_id": np.asarray(raters), "label": labels}
+    else:
+        yield "numpy integers", {"item_id": np.asarray(items, dtype=np.int64),
+                                 "rater_id": np.asarray(raters, dtype=np.int64), "label": labels}
+        yield "integer frame", frame.astype({"item_id": "int64", "rater_id": "int64"})
+    table = pa.table({"item_id": pa.array(items), "rater_id": pa.array(raters), "label": pa.array(labels)})
+    yield "arrow table", table
+    half = len(items) // 2
+    chunked = {name: pa.chunked_array([pa.array(v[:half]).dictionary_encode(), pa.array(v[half:]).dictionary_encode()])
+               for name, v in (("item_id", items), ("rater_id", raters))}
+    yield "arrow dictionary chunks", pa.table({**chunked, "label": pa.array(labels)})
+    dtype = pd.ArrowDtype(pa.dictionary(pa.int32(), pa.array(items).type))
+    yield "pandas arrow dictionary", pd.DataFrame({"item_id": pd.array(items, dtype=dtype),
+                                                   "rater_id": pd.Series(raters, dtype=object), "label": labels})
+
+
+@pytest.mark.parametrize("ids", ["strings", "dense", "sparse"])
+@pytest.mark.parametrize("duplicates", ["first", "last"])
+@pytest.mark.parametrize("seed", range(6))
+def test_every_input_form_gives_the_reference_ratings(seed, duplicates, ids):
+    items, raters, labels = random_table(seed, ids=ids)
+    ref = reference_build(items, raters, labels, duplicates)
+    for name, data in forms(items, raters, labels):
+        r = lg.Ratings.from_long(data, duplicates=duplicates)
+        try:
+            assert_same(r, ref)
+        except AssertionError as exc:
+            raise AssertionError(f"input form {name!r}: {exc}") from exc
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pools_give_the_reference_ratings_of_each_pool(seed):
+    items, raters, labels = random_table(seed, n=120)
+    rng = np.random.default_rng(seed)
+    pool = [["crowd", "trusted"][k] for k in rng.integers(0, 2, len(items))]
+    frames = {"object": pd.DataFrame({"item_id": items, "rater_id": raters, "label": labels, "pool": pool}),
+              "arrow": pa.table({"item_id": items, "rater_id": raters, "label": labels, "pool": pool})}
+    for data in frames.values():
+        pools = lg.ratings_by_pool(data, duplicates="first")
+        assert list(pools) == list(dict.fromkeys(pool))
+        for name, r in pools.items():
+            rows = [j for j, p in enumerate(pool) if p == name]
+            ref = reference_build([items[j] for j in rows], [raters[j] for j in rows], [labels[j] for j in rows],
+                                  "first")
+            decoded = [(r.item_labels[i], r.rater_labels[k], r.categories[v])
+                       for i, k, v in zip(r.item_codes, r.rater_codes, r.value_codes, strict=True)]
+            expected = [(ref["item_labels"][i], ref["rater_labels"][k], ref["categories"][v])
+                        for i, k, v in zip(ref["item_codes"], ref["rater_codes"], ref["value_codes"], strict=True)]
+            assert decoded == expected
+        assert pools["crowd"].item_labels is pools["trusted"].item_labels
+
+
+def test_missing_ids_are_named_in_every_form():
+    items = ["a", "b", None, "c"]
+    for data in ({"item_id": items, "rater_id": list("wxyz"), "label": [1, 1, 0, 1]},
+                 pa.table({"item_id": pa.array(items).dictionary_encode(), "rater_id": list("wxyz"),
+                           "label": [1, 1, 0, 1]}),
+                 pd.DataFrame({"item_id": pd.Categorical(items), "rater_id": list("wxyz"), "label": [1, 1, 0, 1]})):
+        with pytest.raises(lg.InputError, match="Column 'item_id' has a missing id in 1 row.*row 2"):
+            lg.Ratings.from_long(data)
+
+
+def test_duplicates_are_found_and_named_on_every_route():
+    data = {"item_id": np.asarray([5, 7, 5], dtype=np.int64), "rater_id": ["u", "u", "u"], "label": [1, 0, 0]}
+    with pytest.raises(lg.InputError, match="Rater 'u' judged item 5 more than once \\(rows 0 and 2"):
+        lg.Ratings.from_long(data)
+    pools = {**data, "pool": ["p", "q", "p"]}
+    with pytest.raises(lg.InputError, match="rows 0 and 2"):
+        lg.ratings_by_pool(pd.DataFrame(pools, index=[10, 11, 12]).reset_index(drop=True))
+    with pytest.raises(lg.InputError, match="rows 'a' and 'c'"):
+        lg.ratings_by_pool(pd.DataFrame(pools, index=["a", "b", "c"]))
+
+
+def test_factorize_routes_handle_awkward_values():
+    nan = float("nan")
+    col = factorize(np.asarray([nan, 1.5, nan, -0.0, 0.0, 1.5]))
+    assert col.codes.tolist() == [-1, 0, -1, 1, 1, 0] and col.uniques.tolist() == [1.5, -0.0]
+    col = factorize(np.asarray([True, False, True]))
+    assert col.codes.tolist() == [0, 1, 0] and col.uniques.tolist() == [True, False]
+    col = factorize(np.asarray([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64))
+    assert col.codes.tolist() == [0, 1, 0] and col.uniques.tolist() == [2**64 - 1, 2**64 - 3]
+    col = factorize(np.asarray([-128, 127, -128], dtype=np.int8))
+    assert col.codes.tolist() == [0, 1, 0] and col.uniques.tolist() == [-128, 127]
+    # unhashable values and values that mix types take the exact route
+    col = factorize_objects(np.asarray([[1], [2], [1], None], dtype=object)[[0, 1, 2, 3]])
+    assert col.codes.tolist() == [0, 1, 0, -1]
+    col = factorize_objects(np.asarray(["1", 1, 1.0, None, pd.NA, "1"], dtype=object))
+    assert col.codes.tolist() == [0, 1, 1, -1, -1, 0]
+
+
+def test_a_hash_collision_falls_back_to_the_exact_route():
+    class Colliding:
+        def __init__(self, name):
+            self.name = name
+
+        def __hash__(self):
+            return 7
+
+        def __eq__(self, other):
+            return isinstance(other, Colliding) and other.name == self.name
+
+    a, b = Colliding("a"), Colliding("b")
+    col = factorize_objects(np.asarray([a, b, Colliding("a"), b], dtype=object))
+    assert col.codes.tolist() == [0, 1, 0, 1] and col.uniques[0] is a
+
+
+def test_cross_kappa_between_separately_built_ratings_equals_the_pool_route():
+    rng = np.random.default_rng(3)
+    n = 3000
+    item = rng.integers(0, 700, n)
+    label = np.where(rng.random(n) < 0.7, item % 4, rng.integers(0, 4, n))  # agreement well above chance
+    data = pd.DataFrame({"item_id": [f"i{k}" for k in item], "rater_id": [f"r{k}" for k in rng.integers(0, 40, n)],
+                         "label": label, "pool": rng.choice(["A", "B"], n)})
+    pools = lg.ratings_by_pool(data, duplicates="first")
+    x = lg.Ratings.from_long(data[data.pool == "A"], duplicates="first")
+    y = lg.Ratings.from_long(data[data.pool == "B"].iloc[::-1], duplicates="last")  # another item order
+    for level in ("nominal", "ordinal"):
+        xs = x if level == "nominal" else lg.Ratings.from_long(data[data.pool == "A"], duplicates="first",
+                                                              level="ordinal")
+        ys = y if level == "nominal" else lg.Ratings.from_long(data[data.pool == "B"].iloc[::-1],
+                                                              duplicates="last", level="ordinal")
+        pa_, pb = (pools if level == "nominal" else lg.ratings_by_pool(data, duplicates="first", level="ordinal")
+                   ).values()
+        for func in (lg.cross_kappa, lg.normalized_cross_kappa):
+            assert 0.2 < float(func(pa_, pb)) < 1.2
+            assert float(func(xs, ys)) == pytest.approx(float(func(pa_, pb)), abs=1e-12)
+    # the alignment is cached on x: the second call reuses the re-indexed pair
+    assert on_one_index(x, y)[1] is on_one_index(x, y)[1]
+    cx, cy = align_items(x, y)
+    assert (x.item_labels[cx] == y.item_labels[cy]).all()
+    assert cx.size == len(set(x.item_labels) & set(y.item_labels))
+
+
+def test_the_six_spa_weightings_share_their_sums_and_equal_a_fresh_computation():
+    rng = np.random.default_rng(5)
+    n = 2000
+    data = {"item_id": rng.integers(0, 500, n), "rater_id": rng.integers(0, 30, n), "label": rng.integers(0, 3, n)}
+    shared = lg.Ratings.from_long(data, duplicates="first")
+    for weighting in WEIGHTINGS:
+        first = lg.spa(shared, weighting, ci=0.9, n_boot=200, seed=1)
+        fresh = lg.spa(lg.Ratings.from_long(data, duplicates="first"), weighting, ci=0.9, n_boot=200, seed=1)
+        assert float(first) == float(fresh) and first.ci == fresh.ci
+
+
+def test_metrics_panel_reports_every_requested_spa_weighting():
+    r = lg.Ratings.from_wide([[1, 1, 0], [0, 1, 1], [0, 0, 0], [1, 1, 1]])
+    panel = metrics_panel({"all": r}, ci=None, spa_weightings=WEIGHTINGS)["all"]
+    assert float(panel["spa"]) == float(lg.spa(r))
+    for weighting in WEIGHTINGS[1:]:
+        assert float(panel[f"spa_{weighting}"]) == float(lg.spa(r, weighting))
+    assert {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "percent_agreement"} <= set(panel)
+
+
+def test_no_route_builds_a_raters_by_items_array():
+    # 10^5 raters x 5 * 10^4 items would be 5 * 10^9 cells dense; the build must stay near the input's size
+    rng = np.random.default_rng(0)
+    n = 200_000
+    items = rng.integers(0, 50_000, n)
+    raters = rng.permutation(n) % 100_000
+    data = {"item_id": np.asarray([f"item-{k}" for k in items], dtype=object),
+            "rater_id": pd.Categorical(raters), "label": rng.integers(0, 5, n)}
+    tracemalloc.start()
+    try:
+        r = lg.Ratings.from_long(data, duplicates="first")
+        lg.conger_kappa(r)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.n_raters == 100_000
+    assert peak < 200 * n  # bytes: a few int64 arrays per judgement, never raters x items
