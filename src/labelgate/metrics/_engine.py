@@ -365,7 +365,7 @@ def jackknife_components(stat: ItemStatistic, *, keys: Sequence[str] = ("value",
     error smaller still). Rows are taken in chunks, so memory stays bounded for wide (sparse) blocks.
     """
     # row slicing of a sparse block needs CSR; convert once, not per chunk
-    blocks: list[Block] = [sp.csr_matrix(b) if sp.issparse(b) else b for b in stat.get_blocks()]
+    blocks: list[Block] = [sp.csr_matrix(b) if _sparse(b) else b for b in stat.get_blocks()]
     n_items = _n_rows(blocks)
     rows = np.arange(n_items)
     if n_items > max_items:
@@ -383,22 +383,27 @@ def jackknife_components(stat: ItemStatistic, *, keys: Sequence[str] = ("value",
 
 
 def _rows(block: Block, rows: np.ndarray) -> np.ndarray:
-    if sp.issparse(block):
+    if _sparse(block):
         return np.asarray(block[rows].toarray(), dtype=np.float64)
     return np.asarray(block, dtype=np.float64)[rows]
 
 
 def _weighted_sums(weights: np.ndarray, block: Block) -> np.ndarray:
-    if sp.issparse(block):
+    if _sparse(block):
         return np.asarray((block.T @ weights.T).T)
     return weights @ block
 
 
 def _column_sums(block: Block) -> np.ndarray:
-    if sp.issparse(block):
+    if _sparse(block):
         return np.asarray(block.sum(axis=0), dtype=np.float64).reshape(1, -1)
     # a matrix-vector product is several times faster than a reduction along the long axis
     return (np.ones(block.shape[0]) @ np.asarray(block, dtype=np.float64)).reshape(1, -1)
+
+
+def _sparse(block: Block) -> bool:
+    # a dense block is the common case: asking SciPy would import it (≈ 0.2 s) just to hear "no"
+    return not isinstance(block, np.ndarray) and bool(sp.issparse(block))
 
 
 def _n_rows(blocks: list[Block]) -> int:
