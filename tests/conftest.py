@@ -124,3 +124,36 @@ def stop_process_group(process: Any, timeout: float = 60.0) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+
+LABEL_STUDIO_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "label_studio.sh"
+
+
+@pytest.fixture(scope="session")
+def label_studio_server() -> Any:
+    """A real Label Studio server: ``{"url", "user", "password", "token", "dir"}`` (its data folder).
+
+    Uses ``LABELGATE_TEST_LS_URL`` / ``_USER`` / ``_PASSWORD`` / ``_TOKEN`` when set (``eval "$(scripts/label_studio.sh
+    start)"``); otherwise runs ``scripts/label_studio.sh start`` itself when its virtualenv exists (``$LABELGATE_LS_VENV``,
+    default ``~/.cache/labelgate/label-studio-venv``) and stops it at the end; otherwise skips, saying how to install it.
+    """
+    import subprocess
+
+    keys = ("URL", "USER", "PASSWORD", "TOKEN", "DIR")
+    if os.environ.get("LABELGATE_TEST_LS_URL"):
+        yield {k.lower(): os.environ.get(f"LABELGATE_TEST_LS_{k}", "") for k in keys}
+        return
+    venv = Path(os.environ.get("LABELGATE_LS_VENV", Path.home() / ".cache" / "labelgate" / "label-studio-venv"))
+    if not (venv / "bin" / "label-studio").exists():
+        pytest.skip(f"no Label Studio server: set LABELGATE_TEST_LS_URL (eval \"$(scripts/label_studio.sh start)\") or "
+                    f"install one with scripts/label_studio.sh install (virtualenv {venv} is absent)")
+    started = subprocess.run([str(LABEL_STUDIO_SCRIPT), "start"], capture_output=True, text=True, timeout=600)
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in started.stdout.splitlines()
+                    if line.startswith("export "))
+    if started.returncode != 0 or "LABELGATE_TEST_LS_URL" not in exported:
+        pytest.skip(f"scripts/label_studio.sh start failed: {started.stderr[-500:]}")
+    try:
+        yield {k.lower(): exported.get(f"LABELGATE_TEST_LS_{k}", "") for k in keys}
+    finally:
+        subprocess.run([str(LABEL_STUDIO_SCRIPT), "stop", exported["LABELGATE_TEST_LS_DIR"]], capture_output=True,
+                       timeout=120)

@@ -30,9 +30,11 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 # The package's own entry points sit above everything they re-export.
 ENTRY_POINTS = {"labelgate": 2, "labelgate.__main__": len(LAYERS)}
-# The one deliberate exception: ``lg.expectations`` imports ``labelgate.gx`` on first access (module __getattr__),
+# The deliberate exceptions: ``lg.expectations`` imports ``labelgate.gx`` on first access (module __getattr__),
 # so that ``import labelgate`` stays free of Great Expectations while the old attribute keeps working.
-ALLOWED = {("labelgate", "labelgate.gx")}
+ALLOWED = {("labelgate", "labelgate.gx"),
+           # likewise ``lg.read_label_studio`` imports the Label Studio reader (pipeline) on first access
+           ("labelgate", "labelgate.pipeline.sources.label_studio")}
 
 # Third-party packages a layer must not import at all (the lower layers stay light and Prefect-free).
 HEAVY = ("pandas", "great_expectations", "prefect", "prefect_dask", "pandera", "sqlalchemy", "typer", "dask",

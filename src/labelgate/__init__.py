@@ -33,4 +33,8 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return importlib.import_module("labelgate.gx")
+    if name == "read_label_studio":  # pandas and httpx load only when a Label Studio project is read
+        from labelgate.pipeline.sources.label_studio import read_label_studio
+
+        return read_label_studio
     raise AttributeError(f"module 'labelgate' has no attribute {name!r}")

@@ -158,7 +158,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     if previous is not None:
         hooks.logger.info("these inputs were decided by run %s: recording its decision for batch %s",
                           previous.run_id, state["batch_id"])
-        return with_raters(record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started)))
+        reused = with_raters(record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started)))
+        return _write_back(cfg, batch, crowd, reused, hooks)
     out = steps.run_directory(cfg, state["batch_id"], state["run_id"])
     state["step"] = "validate"
     prepared = timed(timing, "validate",
@@ -200,8 +201,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     state["step"] = "persist"
     record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
     stored = timed(timing, "persist", lambda: store.append(record))
-    return {**with_raters(record_summary(stored, warnings=decision.warnings)), "timing": timing,
-            "diagnostics": summary["diagnostics"]}
+    return _write_back(cfg, batch, crowd, {**with_raters(record_summary(stored, warnings=decision.warnings)),
+                                            "timing": timing, "diagnostics": summary["diagnostics"]}, hooks)
 
 
 @dataclass
@@ -264,6 +265,19 @@ def with_raters(summary: dict[str, Any]) -> dict[str, Any]:
     if section and summary.get("reused") and not summary.get("warnings"):
         summary["warnings"] = list(section.get("warnings") or [])
     return summary
+
+
+def _write_back(cfg: GateConfig, batch: Any, crowd: Any, summary: dict[str, Any], hooks: Hooks) -> dict[str, Any]:
+    """The decision into the Label Studio tasks of the batch, when its source asks for it (after it is recorded)."""
+    source = cfg.batch
+    if source.format != "label_studio" or not source.write_back:
+        return summary
+    from labelgate.gate.label_studio import write_back_run  # HTTP to the labelling tool, only for its batches
+
+    outcome = write_back_run(summary, source, batch, crowd[cfg.columns.item].unique())
+    if "error" in outcome:
+        hooks.logger.warning("the decision was not written back to Label Studio: %s", outcome["error"])
+    return {**summary, "label_studio": outcome}
 
 
 def timed(timing: dict[str, float], name: str, func: Callable[[], T]) -> T:

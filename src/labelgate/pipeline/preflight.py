@@ -37,7 +37,7 @@ def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Pa
     for role, source, given in (("batch", config.batch, batch), ("trusted", config.trusted, trusted)):
         path = _path(source, given)
         if path is None:
-            if role == "batch" and source.format != "sql":
+            if role == "batch" and source.format not in ("sql", "label_studio"):
                 raise InputError("No batch given: pass --batch or set 'batch.path' (or a SQL query) in the "
                                  "configuration.", Reason.MISSING_SETTING)
             continue
@@ -173,6 +173,8 @@ def _first_line(path: Path, limit: int) -> str:
 
 
 def _path(source: Source, given: str | Path | None) -> Path | None:
+    if source.format == "label_studio":  # a project export or server: its fields come from the labeling config
+        return None
     if given is not None:
         return Path(given).resolve()
     if source.format == "sql":

@@ -55,10 +55,12 @@ class _Strict(BaseModel):
 
 
 class Source(_Strict):
-    """Where a table comes from: a CSV/Parquet path, or a SQL query on a database named by an env var."""
+    """Where a table comes from: a CSV/Parquet path, a SQL query on a database named by an env var, or a Label Studio
+    project (``format: label_studio``: an export file or project URL in ``path``, or the server URL in ``url_env``
+    with ``project``; one ``control``; the ``trusted`` annotators; the token in ``token_env``)."""
 
     path: str | None = None
-    format: Literal["auto", "csv", "parquet", "sql"] = "auto"
+    format: Literal["auto", "csv", "parquet", "sql", "label_studio"] = "auto"
     query: str | None = None
     url_env: str | None = Field(default=None, description="Environment variable holding the SQLAlchemy URL.")
     # One export may hold several pools or vendors: the selection gates one of them, and the rows outside it are
@@ -67,6 +69,17 @@ class Source(_Strict):
         default=None, description="Row selection: column -> value or list of values (compared as text).")
     params: dict[str, SelectValue] | None = Field(
         default=None, description="Values bound to the query's :name placeholders (never spliced into the SQL).")
+    # Label Studio (format: label_studio); the server's token stays in the environment like a database URL.
+    project: int | None = Field(default=None, description="Label Studio project id (with url_env).")
+    control: str | None = Field(default=None, description="Label Studio control name (the results' from_name).")
+    trusted: Literal["ground_truth"] | list[SelectValue] = Field(
+        default="ground_truth", description="Label Studio trusted pool: ground-truth annotations, or annotator ids "
+        "or e-mails.")
+    token_env: str | None = Field(default=None, description="Environment variable holding the Label Studio token "
+                                                            "(default LABEL_STUDIO_TOKEN).")
+    label_config: str | None = Field(default=None, description="Labeling config (XML file) of a Label Studio export "
+                                                               "file.")
+    write_back: bool = Field(default=False, description="Write the decision into the Label Studio tasks' meta.")
 
     @field_validator("where")
     @classmethod
@@ -83,6 +96,9 @@ class Source(_Strict):
         if self.format == "sql" and not (self.query and self.url_env):
             raise ValueError("format 'sql' needs both 'query' and 'url_env' (the environment variable that holds "
                              "the database URL)")
+        if self.format == "label_studio" and not self.control:
+            raise ValueError("format 'label_studio' needs 'control' (the name of the labeling config's Choices / "
+                             "Rating / Number / Taxonomy control to gate)")
         unknown = set(self.params or {}) - set(self.placeholders())
         if unknown:
             raise ValueError(f"params {sorted(unknown)} name no ':name' placeholder of the query "

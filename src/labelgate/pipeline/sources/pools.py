@@ -155,6 +155,8 @@ def _given(source: Source, path: str | Path | None) -> Path | tuple[str | None, 
         return Path(path).resolve()
     if source.format == "sql":
         return (source.query, source.url_env)
+    if source.format == "label_studio" and not source.path:  # a project on a server named by url_env
+        return (f"label_studio:{source.project}", source.url_env)
     return Path(source.path).resolve() if source.path else None
 
 

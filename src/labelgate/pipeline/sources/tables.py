@@ -43,7 +43,8 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
         Where the table comes from. ``format="auto"`` picks CSV or Parquet from the file extension
         (``.csv``, ``.tsv``, ``.txt``, optionally compressed ``.gz``/``.bz2``/``.zip``/``.xz``/``.zst``;
         ``.parquet``, ``.pq``). ``format="sql"`` runs ``source.query`` on the database whose SQLAlchemy
-        URL is in the environment variable ``source.url_env``.
+        URL is in the environment variable ``source.url_env``. ``format="label_studio"`` reads one control of
+        a Label Studio project or export (:mod:`labelgate.pipeline.sources.label_studio`).
     path : str or Path, optional
         File to read; overrides ``source.path`` (the command line wins over the config).
     columns : labelgate.pipeline.config.Columns, optional
@@ -76,6 +77,10 @@ def load_table(source: Source, path: str | Path | None = None, *, columns: Colum
     (['007', '007'], ['NA', 'pos'])
     """
     fmt: str = source.format
+    if fmt == "label_studio":  # an export file or a project on a server (the module imports httpx lazily)
+        from labelgate.pipeline.sources.label_studio import load_label_studio
+
+        return load_label_studio(source, path, columns, role)
     if fmt == "sql" and path is None:
         table = read_query(source.url_env, source.query or "", f"the {role} query", params=source.params)
         if len(table.columns) > MAX_COLUMNS:
