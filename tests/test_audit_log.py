@@ -17,6 +17,7 @@ from labelgate.cli.main import app
 from labelgate.gate import Hooks, run
 from labelgate.pipeline.store import ResultsStore
 from labelgate.pipeline.synth import scenario_named, simulate
+from test_alerts import Receiver
 
 CONFIG = """
 gates:
@@ -162,51 +163,21 @@ def test_a_batch_id_with_a_newline_cannot_forge_output_lines(tmp_path, data):
     assert "evil\\nACCEPT  batch forged" in lines[0]
 
 
-class _Receiver:
-    """A local webhook that answers 503 to the first ``failures`` requests."""
-
-    def __init__(self, failures: int) -> None:
-        import http.server
-        import threading
-
-        self.requests = 0
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                owner.requests += 1
-                self.send_response(503 if owner.requests <= failures else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_an_undelivered_alert_is_sent_by_the_next_request_and_never_twice(tmp_path, data, monkeypatch):
-    receiver = _Receiver(failures=1)  # the first run's only attempt fails
+    receiver = Receiver(statuses=[503])  # the first run's only attempt fails
     try:
         monkeypatch.setenv("LG_TEST_AUDIT_HOOK", f"http://127.0.0.1:{receiver.port}/hook")
         alerts = ("alerts: {notify_on: [ACCEPT, REJECT, REVIEW, ERROR], retries: 0, "
                   "channels: [{type: webhook, url_env: LG_TEST_AUDIT_HOOK}]}")
         config = _write(tmp_path, alerts)
         first = run(config, data["crowd"], data["trusted"], batch_id="b")
-        assert [o["ok"] for o in first["alerts"]] == [False] and receiver.requests == 1
+        assert [o["ok"] for o in first["alerts"]] == [False] and len(receiver.requests) == 1
         again = run(config, data["crowd"], data["trusted"], batch_id="b")  # the same inputs: the alert is owed
-        assert again["reused"] and [o["ok"] for o in again["alerts"]] == [True] and receiver.requests == 2
+        assert again["reused"] and [o["ok"] for o in again["alerts"]] == [True] and len(receiver.requests) == 2
         third = run(config, data["crowd"], data["trusted"], batch_id="b")
-        assert third["alerts"] == [] and receiver.requests == 2  # delivered: never sent again
+        assert third["alerts"] == [] and len(receiver.requests) == 2  # delivered: never sent again
         retried = CliRunner().invoke(app, ["alerts", "retry", "--config", str(config), "--json"])
-        assert retried.exit_code == 0 and json.loads(retried.stdout) == {} and receiver.requests == 2
+        assert retried.exit_code == 0 and json.loads(retried.stdout) == {} and len(receiver.requests) == 2
     finally:
         receiver.close()
 
@@ -218,14 +189,14 @@ def test_alerts_retry_sends_what_is_owed(tmp_path, data, monkeypatch):
     config = _write(tmp_path, alerts)
     first = run(config, data["crowd"], data["trusted"], batch_id="b")
     assert [o["ok"] for o in first["alerts"]] == [False]
-    receiver = _Receiver(failures=0)
+    receiver = Receiver()
     try:
         monkeypatch.setenv("LG_TEST_AUDIT_HOOK", f"http://127.0.0.1:{receiver.port}/hook")
         result = CliRunner().invoke(app, ["alerts", "retry", "--config", str(config), "--json"])
         assert result.exit_code == 0, result.output
-        assert [o["ok"] for o in json.loads(result.stdout)[first["run_id"]]] == [True] and receiver.requests == 1
+        assert [o["ok"] for o in json.loads(result.stdout)[first["run_id"]]] == [True] and len(receiver.requests) == 1
         again = CliRunner().invoke(app, ["alerts", "retry", "--config", str(config)])
-        assert "no alert was owed" in again.stdout and receiver.requests == 1
+        assert "no alert was owed" in again.stdout and len(receiver.requests) == 1
     finally:
         receiver.close()
 
