@@ -17,6 +17,7 @@ import statistics
 import numpy as np
 
 from labelgate.monitor import drift as D  # noqa: N812
+from labelgate.monitor.arl import cusum_limit
 from labelgate.pipeline.config import ChangeDetector, Drift
 
 SE = 0.02
@@ -40,7 +41,7 @@ def run(series: list[dict], drift: Drift, *, h: float, threshold: float | None =
 
 
 def false_alarms(seeds: int, drift: Drift, n_series: int, windows: int = 1000) -> str:
-    h = D.cusum_limit(drift.change, n_series)
+    h = cusum_limit(drift.change, n_series)
     counts = []
     for seed in range(seeds):
         rng = np.random.default_rng(10_000 + seed)
@@ -53,7 +54,7 @@ def false_alarms(seeds: int, drift: Drift, n_series: int, windows: int = 1000) -
 
 
 def incidents(seeds: int, drift: Drift, shape: str, size: float) -> str:
-    h = D.cusum_limit(drift.change)
+    h = cusum_limit(drift.change)
     delays, single, missed, after = [], 0, 0, 0
     for seed in range(seeds):
         rng = np.random.default_rng(20_000 + seed)

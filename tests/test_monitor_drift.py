@@ -12,6 +12,7 @@ import pytest
 from labelgate.monitor import Monitor, history, monitor_config_from_dict
 from labelgate.monitor import drift as D  # noqa: N812
 from labelgate.monitor import windows as W  # noqa: N812
+from labelgate.monitor.arl import cusum_limit, siegmund_arl
 from labelgate.monitor.state import Meta
 from labelgate.monitor.streams import stream, write_deliveries
 from labelgate.pipeline.config import ChangeDetector, Drift
@@ -289,10 +290,10 @@ def test_the_windows_of_a_drop_on_its_way_to_an_alarm_never_enter_the_reference(
 
 
 def test_the_alarm_limit_is_derived_from_the_stated_false_alarm_rate():
-    assert D.cusum_limit(ChangeDetector()) == 6.0  # no target: the stated h
-    one = D.cusum_limit(ChangeDetector(arl0=720), n_series=1)
-    four = D.cusum_limit(ChangeDetector(arl0=720), n_series=4)
+    assert cusum_limit(ChangeDetector()) == 6.0  # no target: the stated h
+    one = cusum_limit(ChangeDetector(arl0=720), n_series=1)
+    four = cusum_limit(ChangeDetector(arl0=720), n_series=4)
     assert one < four  # more series watched: each must alarm less often for the same monitor-wide rate
-    assert D.siegmund_arl(0.5, four) == pytest.approx(4 * 720, rel=1e-9)
+    assert siegmund_arl(0.5, four) == pytest.approx(4 * 720, rel=1e-9)
     with pytest.raises(ValueError, match="arl0"):
         ChangeDetector(arl0=0.5)

@@ -38,14 +38,8 @@ wobbles are learned at once: they are the noise the reference must know (a refer
 stays small and raises false alarms). While an episode is open nothing is learned.
 
 **The false-alarm rate is stated, not tuned**: with ``change.arl0`` (the in-control average run length of the
-whole monitor, in windows) the limit ``h`` is derived by Siegmund's approximation of a one-sided CUSUM's run length,
-
-.. math::
-
-    \mathrm{ARL}_0(h) \approx \frac{e^{2kb} - 2kb - 1}{2k^2}, \qquad b = h + 1.166,
-
-solved for the per-series run length ``S · arl0`` of the ``S`` series the detector watches (false alarms of
-independent series add up, so each series gets ``S`` times the monitor's run length). :func:`cusum_limit`.
+whole monitor, in windows) the limit ``h`` is derived for every series the detector watches
+(:func:`labelgate.monitor.arl.cusum_limit`, Siegmund's approximation).
 
 An open episode **closes** after ``close_after`` consecutive windows back within bounds — clearly above the
 threshold (baseline; or no breach under ``baseline_close: no_breach``), or :math:`z_t \ge -` ``close_bound``
@@ -132,7 +126,7 @@ def step(
     drift : labelgate.pipeline.config.Drift
         ``baseline_rule``, ``open_after``, ``close_after``, ``min_items`` and the ``change`` settings.
     h : float, optional
-        The change detector's alarm limit (:func:`cusum_limit`); default ``drift.change.h``.
+        The change detector's alarm limit (:func:`labelgate.monitor.arl.cusum_limit`); default ``drift.change.h``.
 
     Returns
     -------
@@ -159,36 +153,6 @@ def step(
     if change:
         events += _change(state["change"], row, drift, level, drift.change.h if h is None else h)
     return events
-
-
-def cusum_limit(change: Any, n_series: int = 1) -> float:
-    """The alarm limit ``h`` of the change detector: ``change.h``, or derived from ``change.arl0`` for a monitor that
-    watches ``n_series`` series (Siegmund's approximation; see the module docstring).
-
-    >>> from labelgate.pipeline.config import ChangeDetector
-    >>> cusum_limit(ChangeDetector())
-    6.0
-    >>> h = cusum_limit(ChangeDetector(arl0=1000), n_series=4)
-    >>> round(h, 2), round(siegmund_arl(0.5, h))
-    (6.44, 4000)
-    """
-    if change.arl0 is None:
-        return float(change.h)
-    target = float(change.arl0) * max(int(n_series), 1)
-    low, high = 0.0, 1.0
-    while siegmund_arl(change.k, high) < target:  # the run length grows exponentially in h: a few doublings
-        low, high = high, high * 2.0
-    for _ in range(60):
-        mid = (low + high) / 2.0
-        low, high = (mid, high) if siegmund_arl(change.k, mid) < target else (low, mid)
-    return high
-
-
-def siegmund_arl(k: float, h: float) -> float:
-    """In-control average run length of a one-sided CUSUM with reference ``k`` and limit ``h`` on N(0, 1)
-    observations (Siegmund 1985, with the 1.166 boundary correction)."""
-    b = 2.0 * k * (h + 1.166)
-    return (math.exp(b) - b - 1.0) / (2.0 * k * k)
 
 
 def _baseline(b: dict[str, Any], row: dict[str, Any], threshold: float, drift: Any) -> list[Event]:

@@ -23,6 +23,7 @@ from statistics import NormalDist
 from typing import Any
 
 from labelgate.monitor import drift as drift_mod
+from labelgate.monitor.arl import cusum_limit
 from labelgate.monitor.history import history
 from labelgate.pipeline.config import MonitorConfig, as_monitor_config
 
@@ -50,7 +51,7 @@ def check(config: Any) -> list[dict[str, Any]]:
     change_metrics = set(drift.change.metrics)
     baseline_metrics = set(drift.baseline_metrics if drift.baseline_metrics is not None else cfg.monitor.metrics)
     n_series = len(change_metrics & set(cfg.monitor.metrics)) * len(cfg.questions)
-    h = drift_mod.cusum_limit(drift.change, n_series)
+    h = cusum_limit(drift.change, n_series)
     findings = []
     for question in cfg.questions:
         for metric in cfg.monitor.metrics:

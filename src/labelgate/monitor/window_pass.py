@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from labelgate.monitor import drift as drift_mod
 from labelgate.monitor import episodes, judgements, windows
+from labelgate.monitor.arl import cusum_limit
 from labelgate.monitor.series import series_record, series_row
 from labelgate.monitor.state import Meta
 from labelgate.monitor.stream_store import Stream
@@ -104,7 +105,7 @@ def _measure_window(
             change=metric in change_metrics,
             drift=drift,
             level=cfg.interval.ci or 0.95,
-            h=drift_mod.cusum_limit(drift.change, len(change_metrics & set(scope.metrics)) * len(cfg.questions)),
+            h=cusum_limit(drift.change, len(change_metrics & set(scope.metrics)) * len(cfg.questions)),
         )
         for event in found:
             if event.transition == "open" and worst is None:
