@@ -151,6 +151,8 @@ def test_runs_lists_the_log_as_json_and_text(tmp_path, data):
     assert text.splitlines()[0].startswith("* ") and "b2" in text.splitlines()[0]
     bad = cli.invoke(app, ["runs", "--config", str(config), "--since", "yesterday"])
     assert bad.exit_code == 3 and "ISO 8601" in bad.stderr
+    wrong = cli.invoke(app, ["runs", "--config", str(config), "--decision", "MAYBE"])
+    assert wrong.exit_code == 3 and "--decision must be one of ACCEPT, REJECT, REVIEW, ERROR" in wrong.stderr
 
 
 def test_a_batch_id_with_a_newline_cannot_forge_output_lines(tmp_path, data):

@@ -128,3 +128,13 @@ def test_a_batch_from_a_named_sql_source_with_parameters(tmp_path, monkeypatch):
     missing = run(config, source={"name": "vendor_db", "params": {}}, batch_id="m")
     assert missing["decision"] == "ERROR" and "needs values for ['batch']" in missing["reasons"][0]
     assert ResultsStore(config["store"]["url"]).current("u").decision == "ERROR"  # refused requests are recorded
+
+
+def test_query_parameters_must_name_placeholders_of_the_query():
+    from labelgate.pipeline.config import ConfigError, config_from_dict
+
+    source = {"format": "sql", "url_env": "X", "query": "SELECT * FROM t WHERE batch = :batch", "params": {"vendor": 1}}
+    with pytest.raises(ConfigError, match=r"params \['vendor'\] name no ':name' placeholder of the query"):
+        config_from_dict({"batch": source})
+    with pytest.raises(ConfigError, match=r"sources.vendor_db: a named source is a SQL query"):
+        config_from_dict({"sources": {"vendor_db": {"path": "x.csv"}}})

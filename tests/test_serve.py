@@ -278,3 +278,16 @@ def test_a_folder_behind_an_fsspec_url_is_watched_like_a_local_one(tmp_path):
 
 def expected_names(expected: dict[str, str]) -> list[str]:
     return [f"{stem}.csv" for stem in expected]
+
+
+def test_a_missing_drop_folder_or_an_unknown_filesystem_is_named(tmp_path):
+    from labelgate.errors import InputError
+    from labelgate.gate.watch import ServeError
+    from labelgate.pipeline.sources.folders import Folder
+
+    cfg = config_from_dict({**gate_config(tmp_path), "serve": {"watch": str(tmp_path / "nowhere")}})
+    with pytest.raises(ServeError, match=r"drop folder .*nowhere' does not exist"):
+        DropFolder(cfg, serve_settings(cfg))
+    pytest.importorskip("fsspec", reason="URL folders need fsspec")
+    with pytest.raises(InputError, match=r"'nosuchfs://bucket/in' cannot be opened"):
+        Folder("nosuchfs://bucket/in")

@@ -2,8 +2,8 @@
 
 :func:`deliver` sends one message per configured channel when the decision is in ``alerts.notify_on``, with
 ``raise_on_failure`` and retries, and returns one outcome dict per channel. It never raises and never logs a
-URL (webhook URLs are secrets): a failed delivery is an outcome with ``ok=False`` that the gate records on the
-run (:meth:`labelgate.pipeline.store.ResultsStore.record_alerts`); it never changes the decision.
+URL (webhook URLs are secrets): a failed delivery is an outcome with ``ok=False``, recorded in the alert ledger
+(:mod:`labelgate.pipeline.alert_ledger`); it never changes the decision.
 
 Blocks built from a URL (``webhook`` / ``slack`` channels) need no Prefect API and no flow: ``notify`` is a
 plain HTTP call (verified with Prefect 3.8.8, ephemeral server disabled). Only ``prefect_block`` channels,
