@@ -1,23 +1,31 @@
-"""Monitor benchmarks: cost of a pass vs the state size, false alarms on a stationary run, detection delay.
+"""Monitor benchmarks: cost of a pass vs the history merged before it, false alarms on a stationary run, detection delay.
 
-    python benchmarks/bench_monitor.py cost --big 10000000 --new 10000      # pass cost ratio (target <= 2)
+    python benchmarks/bench_monitor.py cost --sizes 10000,1000000,10000000 --rounds 9   # pass cost vs history
     python benchmarks/bench_monitor.py false-alarms --seeds 16 --windows 1000
     python benchmarks/bench_monitor.py delay --seeds 20
 
-``cost`` builds two monitor states in SQLite files — one with ``--small`` judgements merged, one with ``--big``
-(merged through the monitor itself, in deliveries of ``--chunk``) — then times ``--repeats`` passes of ``--new``
-new judgements on each (90% on new items, 10% new ratings of items already merged, one closed count window of
-``--new`` annotations per pass) and prints the median times and their ratio. ``false-alarms`` runs the change
-detector with the default settings on stationary streams (:func:`labelgate.monitor.streams.stream`) and counts
-episodes; ``delay`` measures how many windows after the crowd noise doubles an episode opens.
+``cost`` builds one monitor state per history size in SQLite files (merged through the monitor itself, in
+deliveries of ``--chunk`` judgements; built once and cached under ``--cache``, reused while its ``meta.json`` is
+there), then runs ``--rounds`` rounds. A round copies every state to a scratch folder and runs **one pass in a fresh
+process** on each copy, in an order that rotates between rounds (load on a shared machine hits every size alike). A
+pass merges one window of new judgements: ``--window`` crowd annotations (90 % on new items, 3 crowd ratings each,
+10 % new ratings of items already merged) plus the trusted ratings of about 10 % of the new items, and closes
+exactly one count window of ``--window`` annotations (4 metrics, 200 bootstrap resamples). Printed per size: median
+and range of the pass's wall and CPU seconds; the ratio of medians to the smallest history, and the per-round
+(paired) ratios. ``false-alarms`` runs the change detector with the default settings on stationary streams
+(:func:`labelgate.monitor.streams.stream`) and counts episodes; ``delay`` measures how many windows after the crowd
+noise doubles an episode opens.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,15 +33,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from labelgate.monitor import Monitor, monitor_config_from_dict
-from labelgate.monitor import drift as D  # noqa: N812
-from labelgate.monitor import windows as W  # noqa: N812
-from labelgate.monitor.state import Meta
-from labelgate.monitor.streams import stream
-from labelgate.pipeline.config import ChangeDetector, Drift
-from labelgate.pipeline.synth import distinct_draws
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from bench_core import _machine  # noqa: E402
+
+from labelgate.monitor import Monitor, monitor_config_from_dict  # noqa: E402
+from labelgate.monitor import drift as D  # noqa: E402, N812
+from labelgate.monitor import windows as W  # noqa: E402, N812
+from labelgate.monitor.state import Meta  # noqa: E402
+from labelgate.monitor.streams import stream  # noqa: E402
+from labelgate.pipeline.config import ChangeDetector, Drift  # noqa: E402
+from labelgate.pipeline.database import make_engine  # noqa: E402
+from labelgate.pipeline.migrations import migrate  # noqa: E402
+from labelgate.pipeline.synth import distinct_draws  # noqa: E402
 
 LABELS = np.asarray(["neg", "neu", "pos"], dtype=object)
+HOUR_US = 3_600_000_000
 
 
 # ------------------------------------------------------------------------------------------------- cost
@@ -48,7 +65,7 @@ def judgements(
     """3 crowd ratings per item (2,000 raters) and 3 trusted ratings on a share of the items."""
     truth = rng.integers(0, 3, n_items)
     item = np.repeat(np.arange(first_item, first_item + n_items), 3)
-    raters = distinct_raters(rng, n_items, 3, 2000)
+    raters = distinct_draws(rng, 2000, n_items, 3)
     label = np.where(rng.random(item.size) < 0.7, np.repeat(truth, 3), rng.integers(0, 3, item.size))
     crowd = pd.DataFrame(
         {
@@ -80,10 +97,6 @@ def judgements(
     return out
 
 
-def distinct_raters(rng: np.random.Generator, rows: int, k: int, n: int) -> np.ndarray:
-    """``k`` distinct random raters out of ``n`` for each of ``rows`` items."""
-    return distinct_draws(rng, n, rows, k)
-
 def extra_ratings(rng: np.random.Generator, n: int, n_items: int, tag: int, start_us: int) -> pd.DataFrame:
     """New ratings of items already merged, by raters never seen before (no conflict)."""
     item = rng.choice(n_items, size=n, replace=False)
@@ -98,92 +111,128 @@ def extra_ratings(rng: np.random.Generator, n: int, n_items: int, tag: int, star
     )
 
 
-def build_state(root: Path, total: int, chunk: int, seed: int) -> tuple[dict, int, int]:
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "drop").mkdir(parents=True)
-    cfg = {
+def state_config(root: Path, window: int) -> dict:
+    """The monitor configuration of a state folder (its database and drop folder)."""
+    return {
         "store": {"url": f"sqlite:///{root / 'results.db'}"},
         "columns": {"timestamp": "timestamp"},
         "monitor": {
             "source": {"path": str(root / "drop"), "pattern": "*.parquet"},
-            "window": {"annotations": 10_000},
+            "window": {"annotations": window},
             "n_boot": 200,
             "metrics": ["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"],
         },
     }
+
+
+def build_state(root: Path, total: int, chunk: int, window: int, seed: int) -> dict:
+    """Merge about ``total`` judgements through the monitor, in deliveries of ``chunk``; ``meta.json`` last."""
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "drop").mkdir(parents=True)
+    cfg = state_config(root, window)
     rng = np.random.default_rng(seed)
     items_per_judgement = 1 / 3.3  # 3 crowd + 0.3 trusted judgements per item
     n_items, t = 0, 1_767_225_600_000_000  # 2026-01-01
     started = time.perf_counter()
     while n_items * 3.3 < total:
         size = int(min(chunk, total - n_items * 3.3) * items_per_judgement) + 1
-        part = judgements(rng, n_items, size, t, 3_600_000_000)
+        part = judgements(rng, n_items, size, t, HOUR_US)
         part.to_parquet(root / "drop" / f"base-{n_items:010d}.parquet", index=False)
         Monitor(cfg).run_pass(send_alerts=False)
         n_items += size
-        t += 3_600_000_000
-        print(
-            f"  merged {n_items * 3.3:,.0f} judgements in {time.perf_counter() - started:.0f} s", flush=True
-        )
-    return cfg, n_items, t
+        t += HOUR_US
+        print(f"  merged {n_items * 3.3:,.0f} judgements in {time.perf_counter() - started:.0f} s", flush=True)
+    meta = {"total": total, "chunk": chunk, "window": window, "seed": seed, "n_items": n_items, "t": t,
+            "build_seconds": round(time.perf_counter() - started, 1)}
+    (root / "meta.json").write_text(json.dumps(meta))
+    return meta
 
 
-def new_delivery(root: Path, rng: np.random.Generator, n_items: int, t: int, new: int, k: int) -> None:
-    fresh = judgements(rng, 10**9 + k * new, int(new * 0.9 / 3.3), t, 600_000_000)  # items never seen
-    late = extra_ratings(rng, new - len(fresh), n_items, k, t)
-    pd.concat([fresh, late], ignore_index=True).to_parquet(
-        root / "drop" / f"new-{k:03d}.parquet", index=False
-    )
+def cached_state(cache: Path, total: int, chunk: int, window: int, seed: int) -> tuple[Path, dict]:
+    """The state folder of a history size: reused when built before with the same parameters, else built."""
+    root = cache / f"state-{total}-{chunk}-{window}-{seed}"
+    if (root / "meta.json").exists():
+        meta = json.loads((root / "meta.json").read_text())
+        print(f"reusing the state of {total:,} judgements ({root})", flush=True)
+    else:
+        print(f"building the state of {total:,} judgements ({root})", flush=True)
+        meta = build_state(root, total, chunk, window, seed)
+    migrate(make_engine(state_config(root, window)["store"]["url"]))  # a newer schema: once, not per copy
+    return root, meta
+
+
+def new_delivery(root: Path, meta: dict, window: int, k: int) -> None:
+    """Exactly ``window`` new crowd annotations (90 % on new items, 10 % late ratings) and trusted ones."""
+    rng = np.random.default_rng([2, k])
+    t = meta["t"] + k * 600_000_000
+    fresh = judgements(rng, 10**9 + k * window, int(window * 0.9) // 3, t, 600_000_000)  # items never seen
+    late = extra_ratings(rng, window - 3 * (int(window * 0.9) // 3), meta["n_items"], k, t)
+    pd.concat([fresh, late], ignore_index=True).to_parquet(root / "drop" / f"new-{k:03d}.parquet", index=False)
+
+
+def one_pass(args: argparse.Namespace) -> None:
+    """In a fresh process: copy a state, add one window of new judgements, time one pass; prints JSON."""
+    state, scratch = Path(args.state), Path(args.scratch)
+    meta = json.loads((state / "meta.json").read_text())
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(state, scratch)  # copy2: the drop folder's files keep their times (known, not re-read)
+    new_delivery(scratch, meta, meta["window"], args.round)
+    monitor = Monitor(monitor_config_from_dict(state_config(scratch, meta["window"])))
+    wall, cpu = time.perf_counter(), time.process_time()
+    summary = monitor.run_pass(send_alerts=False)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    question = summary["questions"]["label"]
+    print(json.dumps({"wall": wall, "cpu": cpu, "n_new": summary["n_new"], "windows": question["windows"],
+                      "timing": summary["timing"]}))
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):6.3f} ({min(values):.3f}–{max(values):.3f})"
 
 
 def cost(args: argparse.Namespace) -> dict:
-    """Build both states, then alternate passes on them (load on a shared machine hits both alike)."""
-    states = {}
-    for label, size in (("small", args.small), ("big", args.big)):
-        root = Path(args.workdir) / label
-        print(f"building the {label} state ({size:,} judgements)", flush=True)
-        started = time.perf_counter()
-        cfg, n_items, t = build_state(root, size, args.chunk, seed=1)
-        states[label] = {
-            "root": root,
-            "cfg": cfg,
-            "n_items": n_items,
-            "t": t,
-            "build": time.perf_counter() - started,
-            "times": [],
-        }
-    for k in range(args.repeats):
-        for label, st in states.items():
-            new_delivery(
-                st["root"],
-                np.random.default_rng([2, k]),
-                st["n_items"],
-                st["t"] + k * 600_000_000,
-                args.new,
-                k,
-            )
-            started = time.perf_counter()
-            summary = Monitor(monitor_config_from_dict(st["cfg"])).run_pass(send_alerts=False)
-            st["times"].append(time.perf_counter() - started)
-            print(
-                f"  {label} pass {k}: {summary['n_new']} new, {st['times'][-1]:.3f} s  {summary['timing']}",
-                flush=True,
-            )
-    out: dict = {}
-    for label, st in states.items():
-        db = (st["root"] / "results.db").stat().st_size
-        out[label] = {
-            "merged": args.small if label == "small" else args.big,
-            "build_seconds": round(st["build"], 1),
-            "pass_seconds": [round(x, 3) for x in st["times"]],
-            "median": round(statistics.median(st["times"]), 3),
-            "db_mb": round(db / 1e6, 1),
-        }
-    out["ratio"] = round(out["big"]["median"] / out["small"]["median"], 2)
-    out["paired_ratios"] = [
-        round(b / s, 2) for s, b in zip(states["small"]["times"], states["big"]["times"], strict=True)
-    ]
-    return out
+    """Build or reuse the states, then one pass per state and round, each in a fresh process (paired rounds)."""
+    sizes = [int(float(x)) for x in args.sizes.split(",")]
+    cache, scratch = Path(args.cache), Path(args.cache) / "scratch"
+    states = {n: cached_state(cache, n, args.chunk, args.window, seed=1) for n in sizes}
+    print(f"# bench_monitor cost: one pass of {args.window:,} new crowd annotations (+ trusted), closing one count "
+          f"window of {args.window:,}; SQLite; {args.rounds} rounds, one fresh process per pass; {_machine()}",
+          flush=True)
+    runs: dict[int, list[dict]] = {n: [] for n in sizes}
+    for k in range(args.rounds):
+        order = sizes[k % len(sizes):] + sizes[: k % len(sizes)]
+        for n in order:
+            command = [sys.executable, __file__, "one-pass", "--state", str(states[n][0]), "--scratch",
+                       str(scratch / str(n)), "--round", str(k)]
+            out = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ.copy())
+            run = json.loads(out.stdout.strip().splitlines()[-1])
+            runs[n].append(run)
+            print(f"  round {k} history {n:>12,}: {run['wall']:.3f} s wall, {run['cpu']:.3f} s cpu, "
+                  f"{run['n_new']} new, {run['windows']} window(s)  {run['timing']}", flush=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    smallest = sizes[0]
+    print(f"{'history (judgements)':>22}  {'wall s: median (range)':<26}{'cpu s: median (range)':<26}database")
+    result: dict = {"rounds": args.rounds, "window": args.window, "sizes": {}}
+    for n in sizes:
+        wall, cpu = [r["wall"] for r in runs[n]], [r["cpu"] for r in runs[n]]
+        db_mb = (states[n][0] / "results.db").stat().st_size / 1e6
+        print(f"{n:>22,}  {_spread(wall):<26}{_spread(cpu):<26}{db_mb:,.0f} MB")
+        result["sizes"][n] = {"wall": wall, "cpu": cpu, "db_mb": round(db_mb, 1),
+                              "build_seconds": states[n][1].get("build_seconds")}
+    steps = ("collect", "merge[label]", "cumulative[label]", "windows[label]", "commit")
+    print("median seconds of the pass's own timing: " + ", ".join(steps))
+    for n in sizes:
+        medians = [statistics.median(r["timing"].get(step, float("nan")) for r in runs[n]) for step in steps]
+        print(f"{n:>22,}  " + "  ".join(f"{m:.3f}" for m in medians))
+    for n in sizes[1:]:
+        for clock in ("wall", "cpu"):
+            mine, ref = result["sizes"][n][clock], result["sizes"][smallest][clock]
+            paired = [a / b for a, b in zip(mine, ref, strict=True)]
+            line = (f"ratio {n:,} / {smallest:,} ({clock}): medians {statistics.median(mine) / statistics.median(ref):.2f}"
+                    f", paired {statistics.median(paired):.2f} ({min(paired):.2f}–{max(paired):.2f})")
+            print(line)
+            result[f"ratio_{n}_{clock}"] = round(statistics.median(mine) / statistics.median(ref), 3)
+    return result
 
 
 # ------------------------------------------------------------------------------------------------- drift
@@ -263,21 +312,27 @@ def delay(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     c = sub.add_parser("cost")
-    c.add_argument("--small", type=int, default=10_000)
-    c.add_argument("--big", type=int, default=10_000_000)
-    c.add_argument("--new", type=int, default=10_000)
+    c.add_argument("--sizes", default="10000,1000000,10000000", help="histories (judgements merged), smallest first")
+    c.add_argument("--window", type=int, default=10_000)
     c.add_argument("--chunk", type=int, default=500_000)
-    c.add_argument("--repeats", type=int, default=5)
-    c.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "labelgate-bench-monitor"))
+    c.add_argument("--rounds", type=int, default=9)
+    c.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "labelgate-bench-monitor"))
+    o = sub.add_parser("one-pass")
+    o.add_argument("--state", required=True)
+    o.add_argument("--scratch", required=True)
+    o.add_argument("--round", type=int, required=True)
     f = sub.add_parser("false-alarms")
     f.add_argument("--seeds", type=int, default=16)
     f.add_argument("--windows", type=int, default=1000)
     d = sub.add_parser("delay")
     d.add_argument("--seeds", type=int, default=20)
     args = parser.parse_args()
+    if args.what == "one-pass":
+        one_pass(args)
+        return
     result = {"cost": cost, "false-alarms": false_alarms, "delay": delay}[args.what](args)
     print(json.dumps(result, indent=2))
 

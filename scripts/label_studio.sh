@@ -54,7 +54,9 @@ start_ls() {
   url="http://127.0.0.1:$port"
   log "starting Label Studio $VERSION on $url (data in $dir)"
   # setsid: the server and its workers form one process group, stopped together by `stop`.
+  # SSRF protection off: the tests' webhook receiver listens on 127.0.0.1, an address Label Studio refuses by default.
   LABEL_STUDIO_BASE_DATA_DIR="$dir" DJANGO_DB=sqlite LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK=false \
+    SSRF_PROTECTION_ENABLED=false \
     setsid "$VENV/bin/label-studio" start --no-browser --host 127.0.0.1 --port "$port" \
     --username "$USER_EMAIL" --password "$PASSWORD" --user-token "$TOKEN" >"$dir/server.log" 2>&1 &
   echo $! >"$dir/server.pid"

@@ -219,6 +219,27 @@ def test_every_expectation_equals_the_pandas_path(name, sql_source, pandas_batch
     assert aggregated["cross_kappa_rc"] < aggregated["cross_kappa"] < len(df)
 
 
+def test_items_are_in_python_order_whatever_the_collation(sqlite_source, pandas_batch):
+    # a column collated case-insensitively: the database orders (and ranks) the ids A0001, a0002, A0003...;
+    # Python (and the pandas path) A0001, A0003, ..., a0002: the codes are re-numbered, so the interval agrees
+    df = judgements("nominal", False, seed=12)
+    ids = {old: f"{'Aa'[k % 2]}{k:04d}" for k, old in enumerate(sorted(df["item_id"].unique()))}
+    df["item_id"] = df["item_id"].map(ids)
+    with sqlite_source.engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE IF EXISTS nocase"))
+        conn.execute(sa.text("CREATE TABLE nocase (item_id TEXT COLLATE NOCASE, rater_id TEXT, label TEXT, "
+                             "pool TEXT, question TEXT)"))
+    df.to_sql("nocase", sqlite_source.engine, index=False, if_exists="append")
+    with sqlite_source.engine.connect() as conn:
+        db_order = [r[0] for r in conn.execute(sa.text("SELECT DISTINCT item_id FROM nocase ORDER BY item_id"))]
+    assert db_order != sorted(db_order)  # the database's order is not Python's
+    batch = sqlite_source.source.add_table_asset("nocase", table_name="nocase") \
+        .add_batch_definition_whole_table("all").get_batch()
+    for expectation in (lge.ExpectCrossKappaToBeAtLeast(min_value=0.3, **POOLS, **BOOT),
+                        lge.ExpectSpaToBeBetween(min_value=0.2, max_value=0.99, **POOLS, **BOOT)):
+        assert_same_result(batch.validate(expectation), pandas_batch(df).validate(expectation), "nocase")
+
+
 def test_success_and_failure_both_occur(sqlite_source, pandas_batch):
     # the thresholds above are not all trivially passed or failed: pick one passing and one failing threshold
     df = judgements("nominal", False, seed=3)
@@ -243,10 +264,31 @@ def test_rows_fetched_are_the_aggregates_not_the_judgements(sqlite_source):
     report = res.result["details"]["sql"]
     groups = df.groupby(["pool", "item_id", "label"]).ngroups
     assert report["rows_aggregated"] == len(df) == 15_000
-    # one row per (pool, item, label): the item x category counts; the duplicate check found none
-    assert report["rows_fetched"] == groups
-    assert report["rows_fetched"] <= 2 * n_items * 3 < len(df) / 8
-    assert report["queries"] == 3  # the column names (no row), the counts, the duplicates
+    # one row per (pool, item, label): the item x category counts; each item id and label once; one tally per
+    # pool; the duplicate check's one row (it found none)
+    assert report["rows_fetched"] == groups + n_items + 3 + 2 + 1
+    assert report["rows_fetched"] <= 2 * n_items * 3 + n_items + 6 < len(df) / 6
+    # the column names (no row), the tallies, the duplicates, the item ids, the labels, the counts
+    assert report["queries"] == 6
+
+
+def test_the_expectations_of_a_suite_share_one_fetch(sql_source, pandas_batch):
+    # GX resolves the aggregates once per batch and aggregate parameters: the three crowd-vs-trusted
+    # expectations and SPA (which does not need the trusted pool, but the batch has it) share one fetch
+    df = judgements("nominal", True, seed=13)
+    common = {"level": "nominal", **POOLS, **BOOT}
+    suite = gx.ExpectationSuite(name=f"shared_{sql_source.kind}", expectations=[
+        lge.ExpectCrossKappaToBeAtLeast(min_value=0.3, **common),
+        lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.8, **common),
+        lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, **common),
+        lge.ExpectSpaToBeBetween(min_value=0.2, max_value=0.99, **common)])
+    sql = sql_source.batch("shared", df).validate(suite)
+    pandas = pandas_batch(df).validate(suite)
+    fetches = []
+    for on_sql, on_pandas in zip(sql.results, pandas.results, strict=True):
+        report = assert_same_result(on_sql, on_pandas, f"{sql_source.kind}/shared")
+        fetches.append(report["fetch_id"])
+    assert len(set(fetches)) == 1
 
 
 # ------------------------------------------------------------------ what needs rater identity is refused

@@ -1,6 +1,7 @@
-"""The item-bootstrap intervals: BCa (the default) against literal formulas, and the percentile interval it replaces.
+"""The intervals of the item-statistic metrics against literal formulas: BCa, the delta method, percentile.
 
-Fast and deterministic (part of ``make test``); the coverage figures are in ``tests/test_coverage_slow.py``.
+``ci_method="auto"`` (the default) is BCa for every metric but normalized kappa_x, whose default is the delta
+interval. Fast and deterministic (part of ``make test``); the coverage figures are in ``tests/test_coverage_slow.py``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import numpy as np
 import pytest
 
 import labelgate as lg
-from labelgate.core.estimate import DEFAULT_CI_METHOD, INTERVAL_METHODS
+from labelgate.core.estimate import DEFAULT_CI_METHOD, INTERVAL_METHODS, resolve_ci_method
+from labelgate.metrics import _linear
 from labelgate.metrics._engine import (
     ItemStatistic,
     bca_interval,
     bootstrap,
+    combine,
     evaluate,
     interval_of,
     jackknife_acceleration,
@@ -25,6 +28,7 @@ from labelgate.metrics._engine import (
 )
 from labelgate.metrics.agreement import build_conger_kappa
 from labelgate.metrics.alpha import build_alpha
+from labelgate.metrics.cross import build_cross_kappa, irr_comparison, prepare_pair
 
 PHI = NormalDist()
 
@@ -107,7 +111,6 @@ def test_jackknife_is_a_literal_leave_one_item_out_loop(case):
     if case == "conger":
         stat = build_conger_kappa(r)  # a sparse raters x categories block
     elif case == "cross_kappa":
-        from labelgate.metrics.cross import build_cross_kappa, prepare_pair
         x, y, cx, cy = prepare_pair(r, lg.Ratings.from_wide(other, categories=cats), "test")
         stat = build_cross_kappa(x, y, cx, cy)
     else:
@@ -164,7 +167,7 @@ def test_seeded_intervals_are_reproducible_and_share_the_resamples():
     x = lg.Ratings.from_wide(_wide(np.random.default_rng(6), 50))
     a = lg.fleiss_kappa(x, ci=0.95, n_boot=300, seed=9)
     b = lg.fleiss_kappa(x, ci=0.95, n_boot=300, seed=np.random.Generator(np.random.SFC64(9)))
-    assert a.ci == b.ci and a.ci_method == DEFAULT_CI_METHOD == "bca"
+    assert a.ci == b.ci and a.ci_method == resolve_ci_method(DEFAULT_CI_METHOD, "fleiss_kappa") == "bca"
     # the percentile interval is that of the very same resamples
     p = lg.fleiss_kappa(x, ci=0.95, n_boot=300, seed=9, ci_method="percentile")
     from labelgate.metrics.agreement import build_fleiss_kappa
@@ -176,12 +179,18 @@ def test_seeded_intervals_are_reproducible_and_share_the_resamples():
 def test_components_of_normalized_cross_kappa_get_the_same_method():
     rng = np.random.default_rng(8)
     x, y = lg.Ratings.from_wide(_wide(rng, 60)), lg.Ratings.from_wide(_wide(rng, 60))
-    bca = lg.normalized_cross_kappa(x, y, ci=0.9, n_boot=300, seed=1)
+    bca = lg.normalized_cross_kappa(x, y, ci=0.9, n_boot=300, seed=1, ci_method="bca")
     pct = lg.normalized_cross_kappa(x, y, ci=0.9, n_boot=300, seed=1, ci_method="percentile")
-    assert bca.ci_method == "bca" and pct.ci_method == "percentile"
+    delta = lg.normalized_cross_kappa(x, y, ci=0.9)  # the default of normalized kappa_x
+    assert bca.ci_method == "bca" and pct.ci_method == "percentile" and delta.ci_method == "delta"
+    z = PHI.inv_cdf(0.95)
     for key in ("cross_kappa", "irr_x", "irr_y"):
         assert bca.details[f"{key}_ci_low"] <= bca.details[key] <= bca.details[f"{key}_ci_high"]
         assert bca.details[f"{key}_ci_low"] != pct.details[f"{key}_ci_low"]
+        # each component's delta interval is symmetric, with the component's own linearised s.e.
+        low, high = delta.details[f"{key}_ci_low"], delta.details[f"{key}_ci_high"]
+        assert (low + high) / 2 == pytest.approx(delta.details[key], abs=1e-12)
+        assert (high - low) / (2 * z) == pytest.approx(_literal_se(_component_statistic(x, y, key)), rel=1e-6)
 
 
 def test_specific_agreement_takes_the_option():
@@ -194,8 +203,8 @@ def test_specific_agreement_takes_the_option():
 @pytest.mark.parametrize("bad", ["BCa", "studentized", None, 1])
 def test_unknown_method_is_a_parameter_error(bad):
     r = lg.Ratings.from_wide([[0, 1], [1, 1], [0, 0]])
-    with pytest.raises(lg.ParameterError, match="The 'ci_method' parameter of gwet_ac must be one of 'bca', "
-                                               "'percentile'; got"):
+    with pytest.raises(lg.ParameterError, match="The 'ci_method' parameter of gwet_ac must be one of 'auto', "
+                                               "'bca', 'delta', 'percentile'; got"):
         lg.gwet_ac(r, ci=0.95, ci_method=bad)
 
 
@@ -205,6 +214,10 @@ def test_perfect_agreement_gives_a_point_interval():
     est = lg.krippendorff_alpha(lg.Ratings.from_wide(wide), ci=0.95, n_boot=200, seed=0)
     assert est.value == 1.0 and est.ci == (1.0, 1.0) and est.ci_method == "bca"
     assert jackknife_acceleration(np.ones(20)) == 0.0
+    # every item contributes alike: the influence values are rounding residue, the delta interval a point
+    delta = lg.krippendorff_alpha(lg.Ratings.from_wide(1.7156 * wide, level="interval"), ci=0.95, ci_method="delta")
+    assert delta.value == pytest.approx(1.0) and delta.ci == (delta.value, delta.value)
+    assert delta.ci_method == "delta"
 
 
 def test_undefined_value_has_no_interval_and_a_reason():
@@ -239,3 +252,147 @@ def test_undefined_resamples_are_left_out_and_counted():
     interval, n_failed, _ = bca_interval(reps, 0.0, np.random.default_rng(2).normal(size=30), 0.95)
     assert interval is not None and n_failed == 5
     assert bca_interval(np.array([np.nan, 1.0]), 0.0, np.arange(5.0), 0.95)[0] is None
+
+
+# ------------------------------------------------------------------ the delta method
+def _literal_se(stat: ItemStatistic, key: str = "value") -> float:
+    """Infinitesimal jackknife by a loop over items: U_i = d/de F(S + e (x_i - S/n)), se = sqrt(sum U_i^2)."""
+    blocks = [np.asarray(b.toarray() if hasattr(b, "toarray") else b, dtype=float) for b in stat.get_blocks()]
+    sums = [b.sum(axis=0) for b in blocks]
+    n, eps = blocks[0].shape[0], 1e-5 * blocks[0].shape[0]
+    influence = []
+    for i in range(n):
+        ends = []
+        for sign in (1.0, -1.0):
+            moved = [(s + sign * eps * (b[i] - s / n))[None] for s, b in zip(sums, blocks, strict=True)]
+            ends.append(float(np.atleast_1d(stat.finalize(moved)[key])[0]))
+        influence.append((ends[0] - ends[1]) / (2 * eps))
+    return float(np.sqrt(np.sum(np.square(influence))))
+
+
+def _component_statistic(x: lg.Ratings, y: lg.Ratings, key: str) -> ItemStatistic:
+    x, y, cx, cy = prepare_pair(x, y, "test")
+    return {"cross_kappa": lambda: build_cross_kappa(x, y, cx, cy), "irr_x": lambda: build_alpha(x, cx),
+            "irr_y": lambda: build_alpha(y, cy)}[key]()
+
+
+def test_delta_of_the_mean_is_the_plug_in_standard_error():
+    x = _skewed(50, seed=2)
+    est = evaluate("mean", _mean_statistic(x), ci=0.9, n_boot=100, seed=0, ci_method="delta")
+    se = math.sqrt(np.sum((x - x.mean()) ** 2)) / x.size  # s / sqrt(n) with the 1/n variance
+    half = PHI.inv_cdf(0.95) * se
+    assert est.ci == pytest.approx((x.mean() - half, x.mean() + half), rel=1e-8)
+    assert est.ci_method == "delta" and est.n_boot == 0 and est.ci_level == 0.9 and "n_boot_undefined" not in (
+        est.details)
+
+
+def test_delta_of_cohens_kappa_is_the_fleiss_cohen_everitt_standard_error():
+    # kappa_x with one rating per item in each replication is Cohen's kappa; its delta-method s.e. is the
+    # large-sample formula of Fleiss, Cohen & Everitt (1969, Psychological Bulletin 72, 323-327).
+    rng = np.random.default_rng(5)
+    n = 80
+    a = rng.integers(0, 3, n)
+    b = np.where(rng.random(n) < 0.6, a, rng.integers(0, 3, n))
+    x = lg.Ratings.from_wide(a[:, None].astype(float), categories=[0, 1, 2])
+    y = lg.Ratings.from_wide(b[:, None].astype(float), categories=[0, 1, 2])
+    est = lg.cross_kappa(x, y, ci=0.95, ci_method="delta")
+    p = np.zeros((3, 3))
+    np.add.at(p, (a, b), 1.0 / n)
+    rows, cols = p.sum(axis=1), p.sum(axis=0)
+    p_o, p_e = np.trace(p), rows @ cols
+    diagonal = sum(p[i, i] * ((1 - p_e) - (rows[i] + cols[i]) * (1 - p_o)) ** 2 for i in range(3))
+    off = (1 - p_o) ** 2 * sum(p[i, j] * (cols[i] + rows[j]) ** 2 for i in range(3) for j in range(3) if i != j)
+    se = math.sqrt((diagonal + off - (p_o * p_e - 2 * p_e + p_o) ** 2) / (n * (1 - p_e) ** 4))
+    assert est.value == pytest.approx((p_o - p_e) / (1 - p_e), abs=1e-12)
+    assert (est.ci[1] - est.ci[0]) / (2 * PHI.inv_cdf(0.975)) == pytest.approx(se, rel=1e-8)
+
+
+@pytest.mark.parametrize("case", ["alpha", "alpha_interval", "conger", "cross_kappa", "normalized_cross_kappa"])
+def test_linearized_se_is_a_literal_loop_over_items(case):
+    rng = np.random.default_rng(12)
+    wide, other = _wide(rng, 25), _wide(rng, 25)
+    level = "interval" if case == "alpha_interval" else "nominal"
+    r = lg.Ratings.from_wide(wide, level=level, categories=None if level == "interval" else [0, 1, 2])
+    o = lg.Ratings.from_wide(other, categories=[0, 1, 2])
+    if case == "conger":
+        stat = build_conger_kappa(r)  # a sparse raters x categories block
+    elif case == "cross_kappa":
+        stat = _component_statistic(r, o, "cross_kappa")
+    elif case == "normalized_cross_kappa":
+        est = lg.normalized_cross_kappa(r, o, ci=0.95)
+        x, y, cx, cy = prepare_pair(r, o, "test")
+
+        def ratio(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+            return {"value": parts[0]["value"] / np.sqrt(parts[1]["value"] * parts[2]["value"])}
+
+        stat = combine([build_cross_kappa(x, y, cx, cy), build_alpha(x, cx), build_alpha(y, cy)], ratio,
+                       n_items=int(cx.size), n_ratings=0)
+        assert est.ci_method == "delta" and est.n_boot == 0
+        assert (est.ci[1] - est.ci[0]) / (2 * PHI.inv_cdf(0.975)) == pytest.approx(_literal_se(stat), rel=1e-6)
+    else:
+        stat = build_alpha(r)
+    se, why = _linear.linearized_se(stat.get_blocks(), stat.finalize)
+    assert why is None and se is not None
+    assert float(se["value"]) == pytest.approx(_literal_se(stat), rel=1e-6)
+
+
+def test_delta_is_invariant_to_the_units_of_the_labels():
+    wide = _wide(np.random.default_rng(4), 40, q=5) + 1.0
+    base = lg.krippendorff_alpha(lg.Ratings.from_wide(wide, level="interval"), ci=0.95, ci_method="delta")
+    moved = lg.krippendorff_alpha(lg.Ratings.from_wide(2.5 * wide - 7.0, level="interval"), ci=0.95,
+                                  ci_method="delta")
+    assert base.ci_method == moved.ci_method == "delta" and moved.ci == pytest.approx(base.ci, abs=1e-9)
+    # and equivariant for a statistic in the data's units: the mean of 2.5 x - 7
+    x = _skewed(30, seed=8)
+    a = evaluate("mean", _mean_statistic(x), ci=0.95, n_boot=2, seed=0, ci_method="delta").ci
+    b = evaluate("mean", _mean_statistic(2.5 * x - 7.0), ci=0.95, n_boot=2, seed=0, ci_method="delta").ci
+    assert b == pytest.approx((2.5 * a[0] - 7.0, 2.5 * a[1] - 7.0), rel=1e-9)
+
+
+def test_auto_is_delta_for_normalized_cross_kappa_only():
+    rng = np.random.default_rng(13)
+    x, y = lg.Ratings.from_wide(_wide(rng, 40)), lg.Ratings.from_wide(_wide(rng, 40))
+    assert DEFAULT_CI_METHOD == "auto"
+    assert lg.normalized_cross_kappa(x, y, ci=0.95, n_boot=200, seed=1).ci_method == "delta"
+    for est in (lg.cross_kappa(x, y, ci=0.95, n_boot=200, seed=1), lg.krippendorff_alpha(x, ci=0.95, n_boot=200),
+                irr_comparison(x, y, ci=0.95, n_boot=200, seed=1),
+                *lg.specific_agreement(x, ci=0.95, n_boot=200, seed=1).values()):
+        assert est.ci_method == "bca" and est.n_boot == 200
+    explicit = lg.normalized_cross_kappa(x, y, ci=0.95, n_boot=200, seed=1, ci_method="delta")
+    assert explicit.ci == lg.normalized_cross_kappa(x, y, ci=0.95).ci
+
+
+def test_delta_for_specific_agreement_per_category():
+    r = lg.Ratings.from_wide(_wide(np.random.default_rng(9), 50))
+    for est in lg.specific_agreement(r, ci=0.9, n_boot=200, seed=3, ci_method="delta").values():
+        assert est.ci_method == "delta" and est.n_boot == 0
+        assert sum(est.ci) / 2 == pytest.approx(est.value, abs=1e-12)
+
+
+def test_too_many_columns_fall_back_to_bca_with_a_note(monkeypatch):
+    rng = np.random.default_rng(14)
+    x, y = lg.Ratings.from_wide(_wide(rng, 40)), lg.Ratings.from_wide(_wide(rng, 40))
+    monkeypatch.setattr(_linear, "MAX_GRADIENT_COLUMNS", 5)
+    est = lg.normalized_cross_kappa(x, y, ci=0.95, n_boot=300, seed=2)
+    bca = lg.normalized_cross_kappa(x, y, ci=0.95, n_boot=300, seed=2, ci_method="bca")
+    assert est.ci_method == "bca" and est.ci == bca.ci and est.n_boot == 300
+    note = est.details["ci_method_note"]
+    assert note.startswith("delta interval undefined (the item statistics have") and note.endswith(
+        "BCa interval given")
+
+
+def test_a_value_not_differentiable_at_the_data_falls_back():
+    # value = sqrt(k - S): defined at the data's sum S = k and below, undefined just above it
+    x = np.r_[np.zeros(20), np.ones(20)]
+
+    def finalize(sums: list[np.ndarray]) -> dict[str, np.ndarray]:
+        with np.errstate(invalid="ignore"):
+            return {"value": np.sqrt(20.0 - sums[0][:, 0])}
+
+    stat = ItemStatistic(blocks=[x[:, None]], finalize=finalize, n_items=40, n_ratings=40)
+    est = evaluate("root", stat, ci=0.9, n_boot=300, seed=1, ci_method="delta")
+    assert est.ci is not None and est.ci_method in ("bca", "percentile") and est.n_boot == 300
+    assert "delta interval undefined (the value is not differentiable" in est.details["ci_method_note"]
+    se, why = _linear.linearized_se(stat.get_blocks(), finalize)
+    assert why is None and se is not None and np.isnan(se["value"])
+    assert _linear.normal_interval(1.0, float("nan"), 0.95) is None

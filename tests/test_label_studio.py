@@ -307,3 +307,71 @@ def test_the_labeling_config_mapping() -> None:
         parse_control(multiple, "tags", "project 7")
     with pytest.raises(InputError, match="not valid XML"):
         parse_control("<View>", "tags")
+
+
+def test_a_time_range_on_the_server(server: Server, small_project: dict[str, Any],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server narrows the tasks (data manager filter on the task's updated_at), the reader checks every
+    annotation's time: the gate's batch is the crowd's work in the range with the trusted annotations of its tasks."""
+    from datetime import datetime
+
+    from labelgate.pipeline.sources.label_studio import Selection, iter_annotations
+
+    monkeypatch.setenv("LABEL_STUDIO_TOKEN", server.legacy)
+    url = f"{server.url}/projects/{small_project['project']}"
+    whole = lg.read_label_studio(url, control="sentiment", trusted="ground_truth")
+    second_task = small_project["tasks"][1]
+    after = datetime.fromisoformat(whole.loc[whole["item_id"] == str(second_task), "updated_at"].min()
+                                   .replace("Z", "+00:00"))
+    stamps = whole["updated_at"].map(lambda s: datetime.fromisoformat(s.replace("Z", "+00:00")))
+    expected = whole.loc[stamps >= after, "annotation_id"].tolist()
+    batch = lg.read_label_studio(url, control="sentiment", selection=Selection(after=after, trusted_any_time=True))
+    assert sorted(batch["item_id"].astype(int).unique()) == small_project["tasks"][1:]
+    assert sorted(batch["annotation_id"]) == sorted(expected)  # the expert of tasks 2 and 3 came first: in range
+    query = f"{url}?annotated_after={after.isoformat().replace('+00:00', 'Z')}"
+    monitor = [a for page in iter_annotations(query, "sentiment") for a in page["annotation_id"]]
+    assert sorted(monitor) == sorted(expected)
+    assert lg.read_label_studio(url, control="sentiment", selection=Selection(before=after))["item_id"].tolist() == \
+        [str(small_project["tasks"][0])] * 3
+
+
+def test_a_batch_of_tasks_is_gated_and_flagged_annotators_written_back(legacy: Server, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configuration selects some tasks of the project; a crowd annotator who guesses is flagged, and the tasks
+    it annotated carry its flags in their meta, read back through the API; the others carry the decision only."""
+    import numpy as np
+
+    from labelgate.gate import run
+    from labelgate.gate.label_studio import FLAGGED_KEY, META_KEY
+
+    project, judgements = _synthetic_project(legacy, "spammer", "good")
+    spammer = judgements.loc[judgements["pool"] == "crowd", "ls_user"].iloc[0]
+    tasks = legacy.tasks(project)
+    guesses = np.random.default_rng(5)
+    for task in tasks:  # the spammer's annotations become guesses (updated through the API, as its client would)
+        for annotation in task["annotations"]:
+            if annotation["completed_by"] == spammer:
+                label = ["neg", "neu", "pos"][int(guesses.integers(3))]
+                assert legacy.api.patch(f"/api/annotations/{annotation['id']}",
+                                        json={"result": _results(label)}).status_code == 200
+    chosen = sorted(t["id"] for t in tasks)[:120]
+    trusted_ids = sorted(judgements.loc[judgements["pool"] == "trusted", "ls_user"].unique().tolist())
+    monkeypatch.setenv("LG_TEST_LS_URL", legacy.url)
+    config = _gate_config(tmp_path, trusted_ids)
+    config["batch"].update(url_env="LG_TEST_LS_URL", project=project, write_back=True, tasks=chosen)
+    config["raters"] = {"low_agreement": "review"}
+    config["interval"] = {"n_boot": 200, "diagnose_n_boot": 50}
+    summary = run(config, batch_id="ls-spammer")
+    flagged = {row["rater_id"] for row in summary["raters"]["flagged"]}
+    assert str(spammer) in flagged, summary["raters"]
+    assert summary["decision"] in ("REVIEW", "REJECT") and summary["label_studio"]["tasks"] == len(chosen)
+    by_id = {t["id"]: t for t in legacy.tasks(project)}
+    assert all(META_KEY not in (by_id[t]["meta"] or {}) for t in by_id if t not in chosen)
+    for task_id in chosen:
+        ours = by_id[task_id]["meta"][META_KEY]
+        annotators = {str(a["completed_by"]) for a in by_id[task_id]["annotations"]}
+        assert ours["decision"] == summary["decision"]
+        assert set(ours.get(FLAGGED_KEY, {})) == flagged & annotators
+    spammed = next(t for t in chosen if str(spammer) in {str(a["completed_by"]) for a in by_id[t]["annotations"]})
+    evidence = by_id[spammed]["meta"][META_KEY][FLAGGED_KEY][str(spammer)]["questions"]["label"]
+    assert "low_agreement" in evidence["flags"] and evidence["actions"] == {"low_agreement": "review"}

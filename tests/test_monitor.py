@@ -140,10 +140,10 @@ def test_incremental_equals_batch_after_any_sequence_of_deliveries(
     expected = core_expected(frames, result["categories"], level, irr, weighting)
     for metric, value in expected["metrics"].items():
         assert_close(cumulative[metric]["value"], value, metric)
-    # per-rater rows equal the core diagnostics (delta intervals) on all judgements at once
+    # per-rater rows equal the core diagnostics on all judgements at once (judged across the pool when read)
     rows = {(r["pool"], r["rater_id"]): r for r in history(cfg)["raters"]}
     crowd, trusted = expected["crowd"], expected["trusted"]
-    checks = {"interval": "delta", "min_pair_items": 2, "min_shared_items": 2, "center": result["center"]}
+    checks = {"min_pair_items": 2, "min_shared_items": 2, "center": result["center"]}
     for pool_name, pool, ref in (("crowd", crowd, trusted), ("trusted", trusted, None)):
         if pool is None:
             continue
@@ -156,8 +156,11 @@ def test_incremental_equals_batch_after_any_sequence_of_deliveries(
                     assert got[key] is None
                 else:
                     assert got[key] == pytest.approx(row[key], rel=1e-6, abs=1e-6), key
-            for key in ("n_ratings", "n_shared_items", "n_loo_items", "flags", "partners"):
+            for key in ("n_ratings", "n_shared_items", "n_loo_items", "flags", "partners", "judged"):
                 assert got[key] == row[key], f"{pool_name} {row['rater_id']} {key}"
+            assert (got["p_value"] is None) == (row["p_value"] is None)
+            if row["p_value"] is not None:
+                assert got["p_value"] == pytest.approx(row["p_value"], rel=1e-6, abs=1e-9)
     assert summary is not None
 
 

@@ -144,6 +144,36 @@ def test_the_rater_policy_is_validated():
         config_from_dict({"raters": {"collusion": "drop"}})
     with pytest.raises(ConfigError, match=r"raters\.bias"):
         config_from_dict({"raters": {"bias": "warn"}})
+    for key, value in (("fdr", 0), ("fdr", 1), ("power", 0.3), ("power", 1), ("effect", 0), ("min_agreement", 1.5),
+                       ("min_shared_items", 0)):
+        with pytest.raises(ConfigError, match=rf"raters\.{key}"):
+            config_from_dict({"raters": {key: value}})
+    # the judging settings are not flags: the policy (and the record) lists the flags' actions only
+    cfg = GateConfig.model_validate({"raters": {"fdr": 0.05, "low_agreement": "review"}})
+    assert cfg.raters.actions() == {"low_agreement": "review", "collusion": "warn"}
+
+
+def test_raters_with_too_few_items_are_said_so_in_the_record_the_text_and_the_report(tmp_path, collusion):
+    # a small effect needs a large workload: no unflagged rater of this batch has it
+    _, summary = gate(tmp_path, collusion, "{effect: 0.05}")
+    rows = summary["diagnostics"]["label"]["raters"]
+    judging = summary["raters"]["judging"]["label"]
+    assert judging["n_raters"] == len(rows) and judging["fdr"] == 0.1
+    waiting = [r for r in rows if not r["judged"]]
+    assert judging["n_too_few"] == len(waiting) > 0
+    assert all(r["needs_items"] > r["n_shared_items"] for r in waiting
+               if r["agreement_basis"] == "trusted" and r["needs_items"] is not None)
+    assert judging["needs_min"] == min(r["needs_items"] for r in waiting if r["needs_items"] is not None)
+    text = gate_text(summary)
+    assert f"[label] {len(waiting)} of {len(rows)} raters have too few items to judge (each needs ≥ " in text
+    from labelgate.reporting.report import render_gate_report
+
+    page = render_gate_report(summary)
+    assert "have too few items to judge." in page and f"too few items to judge (needs ≥ {judging['needs_min']:,} " in page
+    # the default effect (a rater at chance) needs far fewer items
+    (tmp_path / "default").mkdir()
+    _, default = gate(tmp_path / "default", collusion)
+    assert default["raters"]["judging"]["label"]["needs_max"] < judging["needs_min"]
 
 
 @pytest.mark.usefixtures("prefect_api")

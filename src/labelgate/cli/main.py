@@ -226,6 +226,11 @@ def _rater_lines(section: dict[str, Any] | None) -> list[str]:
                        f"{basis} items{partners}")
     if len(flagged) > _TEXT_RATERS:
         lines.append(f"  … and {len(flagged) - _TEXT_RATERS} more flagged raters (--json lists them all)")
+    from labelgate.metrics.diagnostics import too_few_text
+
+    for question, judging in (section.get("judging") or {}).items():
+        if text := too_few_text(judging):
+            lines.append(f"  [{safe(question)}] {text}; low_agreement at FDR {num(judging.get('fdr'))}")
     excluded = section.get("excluded")
     if excluded:
         lines.append(f"  excluded: {len(excluded.get('raters') or [])} raters, {excluded.get('n_rows')} rows → "

@@ -159,4 +159,12 @@ def history_text(out: dict[str, Any]) -> str:
             f"rater {r['rater_id']} ({r['pool']}, {r.get('question')}): {', '.join(r['flags'])}{partners}"
             f"  kappa_vs_trusted {num(r['kappa_vs_trusted'])}  loo {num(r['loo_agreement'])}"
         )
+    from labelgate.metrics.diagnostics import judgement_summary, too_few_text
+
+    families: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in out["raters"]:
+        families.setdefault((str(r.get("question")), str(r.get("pool"))), []).append(r)
+    for (question, pool), rows in families.items():
+        if text := too_few_text(judgement_summary(rows)):
+            lines.append(f"raters [{question}] {pool}: {text}")
     return "\n".join(lines)

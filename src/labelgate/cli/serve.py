@@ -6,6 +6,8 @@ The main application adds them with ``register(app)``. ``serve`` watches a drop 
 gate deployment triggered by ``labelgate.batch.ready`` (:mod:`labelgate.flows.serve`) and emits
 ``labelgate.gate.decided`` for every decision. It logs one line per batch queued, running and decided. The first
 SIGTERM or Ctrl-C finishes the running batch and stops; a second one abandons it (the next start gates it again).
+``label-studio-webhook`` receives Label Studio's webhooks and emits ``labelgate.batch.ready`` for the served gate
+(:mod:`labelgate.cli.label_studio`, docs/label-studio.md).
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from typing import Annotated, Any
 import typer
 
 from labelgate.cli._output import fail, safe
+from labelgate.cli.label_studio import DEFAULT_SECRET_ENV, webhook_receiver
 from labelgate.gate.decision import EXIT_CODES
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``serve`` and ``submit`` commands to a Typer application."""
+    """Add the ``serve``, ``submit`` and ``label-studio-webhook`` commands to a Typer application."""
     app.command("serve")(serve_command)
     app.command("submit")(submit_command)
+    app.command("label-studio-webhook")(webhook_command)
 
 
 def serve_command(
@@ -125,6 +129,43 @@ def _api_url() -> str | None:
 
     url = get_current_settings().api.url
     return str(url).rstrip("/") if url else None
+
+
+# ------------------------------------------------------------------------------ label-studio-webhook
+def webhook_command(
+    config: Annotated[Path, typer.Option("--config", help="Gate configuration (YAML) whose batch source is "
+                                                          "format: label_studio.")],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port, printed).", min=0,
+                                      max=65535)] = 8765,
+    quiet_seconds: Annotated[float, typer.Option(help="A project's batch is ready once no delivery came for this "
+                                                      "long.", min=0, max=86400)] = 30.0,
+    max_wait_seconds: Annotated[float | None, typer.Option(help="... or this long after its first delivery "
+                                                                "(default 10 × quiet).", min=0,
+                                                           max=7 * 86400)] = None,
+    secret_env: Annotated[str, typer.Option(help="Environment variable holding the shared secret.")] =
+    DEFAULT_SECRET_ENV,
+) -> None:
+    """Receive Label Studio webhooks (annotation created / updated / deleted) and emit `labelgate.batch.ready`."""
+    _log_to_stderr()
+    log = logging.getLogger("labelgate.serve")
+    try:
+        receiver, base = webhook_receiver(config, quiet_seconds, max_wait_seconds, secret_env)
+    except Exception as exc:
+        raise fail(exc, f"set {secret_env} and the Label Studio URL variable, PREFECT_API_URL, and use a "
+                        "format: label_studio batch source") from None
+    stop = threading.Event()
+    _stop_on_signals(stop, log)
+
+    def started(bound: int) -> None:
+        log.info("listening on http://%s:%d/label-studio/webhook (Label Studio %s; quiet period %g s)", host, bound,
+                 base, quiet_seconds)
+
+    try:
+        receiver.serve(host, port, stop, on_started=started)
+    except Exception as exc:
+        raise fail(exc, "choose another --port") from None
+    log.info("stopped")
 
 
 # ---------------------------------------------------------------------------------------------- submit

@@ -16,11 +16,13 @@ through, numeric arrays are coded without hashing, pandas Series use their
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from labelgate.core.aggregated import add_up, check_rows, expand_rows, row_item_counts, row_moments
 from labelgate.core.align import align_items
 from labelgate.core.build import (
     DuplicatePolicy,
@@ -40,9 +42,23 @@ from labelgate.errors import InputError, ParameterError, Reason, check_option
 
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
 
-__all__ = ["LEVELS", "MAX_COUNT_CELLS", "DuplicatePolicy", "EncodedColumn", "FloatArray", "IntArray", "Level",
-           "MissingPolicy", "RaterSlot", "Ratings", "align_items", "as_ratings_list", "common_categories",
-           "ratings_by_pool"]
+__all__ = [
+    "LEVELS",
+    "MAX_COUNT_CELLS",
+    "AggregatedRatings",
+    "DuplicatePolicy",
+    "EncodedColumn",
+    "FloatArray",
+    "IntArray",
+    "Level",
+    "MissingPolicy",
+    "RaterSlot",
+    "Ratings",
+    "align_items",
+    "as_ratings_list",
+    "common_categories",
+    "ratings_by_pool",
+]
 
 # The helpers' former private names, imported by the Dask build, the variance design and older callers.
 _Column, _python_scalar, _resolve_categories, _row_label = Column, python_scalar, resolve_categories, row_label
@@ -257,8 +273,8 @@ class Ratings(SufficientStatistics):
         Krippendorff's α, SPA. Conger's and Cohen's κ raise ``DesignError``.
 
         The item x category counts are taken from the table as they are (the
-        sufficient statistic of these coefficients); the per-judgement codes
-        hold one entry per rating, never a raters x items array.
+        sufficient statistic of these coefficients), through
+        :meth:`from_aggregates`: no per-judgement array is built.
 
         Parameters
         ----------
@@ -289,9 +305,8 @@ class Ratings(SufficientStatistics):
         table, row_labels, column_labels = count_table(counts, "count table")
         cats = count_categories(column_labels if categories is None else categories, table.shape[1], level,
                                  "Ratings.from_counts")
-        n_per_item = table.sum(axis=1)
-        rated = n_per_item > 0
-        table, n_per_item = table[rated], n_per_item[rated]
+        rated = table.sum(axis=1) > 0
+        table = table[rated]
         labels = np.empty(rated.size, dtype=object)  # filled one by one: ids may be tuples (a MultiIndex)
         seen: set[Any] = set()
         for position, label in enumerate(range(rated.size) if row_labels is None else row_labels):
@@ -301,18 +316,63 @@ class Ratings(SufficientStatistics):
                                  Reason.MISSING_ID, value=label)
             seen.add(label)
             labels[position] = label
-        q = len(cats)
-        cell = np.repeat(np.arange(table.size, dtype=np.int64), table.ravel())  # item-major: item = cell // q
-        item_codes = cell // q
-        first = np.cumsum(n_per_item) - n_per_item  # position of each item's first rating
-        slots = np.arange(cell.size, dtype=np.int64) - first[item_codes]
-        r = cls(item_codes, slots, cell % q, item_labels=labels[rated],
-                rater_labels=np.asarray([RaterSlot(k) for k in range(int(n_per_item.max()))], dtype=object),
-                categories=cats, level=level)
-        # the table is the item x category count statistic itself: no need to re-count the judgements
-        r.__dict__["item_counts"] = table
-        r.__dict__["ratings_per_item"] = n_per_item
-        return r
+        items, cells = np.nonzero(table)
+        return cls.from_aggregates(items, cells, table[items, cells], item_labels=labels[rated], categories=cats,
+                                   level=level)
+
+    @classmethod
+    def from_aggregates(cls, item_codes: npt.ArrayLike, category_codes: npt.ArrayLike, counts: npt.ArrayLike, *,
+                        item_labels: Sequence[Any] | np.ndarray, categories: Sequence[Any], level: Level = "nominal",
+                        n_dropped_missing: int = 0) -> Ratings:
+        r"""Build from aggregated rows: row ``j`` says that ``counts[j]`` judgements put item ``item_codes[j]`` in
+        category ``category_codes[j]`` — what ``GROUP BY item, label`` returns.
+
+        The one entry point from aggregates (a database's, a partitioned table's): the item x category counts
+        :math:`n_{ic}` are one ``bincount`` of the rows and the per-item moments
+        :math:`(r_i, \sum_c n_{ic} v_c, \sum_c n_{ic} v_c^2)` weighted sums over them; no per-judgement array is
+        built, so the memory is that of the rows and of the statistics. Rows may repeat a pair (the counts add
+        up) and hold zero counts (ignored). As with :meth:`from_counts` the raters are placeholders
+        (:class:`RaterSlot`): coefficients that need rater identity (Conger's, Cohen's κ) refuse the result.
+
+        Parameters
+        ----------
+        item_codes, category_codes, counts : 1-D integer arrays of equal length
+            The rows: item code (a position in ``item_labels``), category code (a position in ``categories``)
+            and the number of judgements (non-negative).
+        item_labels : sequence
+            The item index: ``item_labels[k]`` is the id of item code ``k``. Items without a row are unrated.
+            A 1-D object array is kept as it is (not copied): pools built with the same array share one item
+            index and align items by code.
+        categories : sequence
+            The ordered categories; interval/ratio categories are the numeric label values.
+        level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
+        n_dropped_missing : int, default 0
+            Judgements without a label that were left out of the rows (reported, not used).
+
+        Raises
+        ------
+        InputError
+            Rows of different lengths or not integers, a code outside the index or the categories, a negative
+            count, or no judgement at all.
+
+        Examples
+        --------
+        >>> import labelgate as lg
+        >>> r = lg.Ratings.from_aggregates([0, 0, 1], [0, 1, 1], [3, 1, 4], item_labels=["a", "b"],
+        ...                                categories=["neg", "pos"])
+        >>> r.n_items, r.n_ratings, r.item_counts.tolist()
+        (2, 8, [[3, 1], [0, 4]])
+        """
+        check_option(level, LEVELS, "level", "Ratings.from_aggregates")
+        if isinstance(item_labels, np.ndarray) and item_labels.dtype == object and item_labels.ndim == 1:
+            labels = item_labels  # kept as it is: pools built on one index share the object (items align by code)
+        else:
+            labels = np.empty(len(item_labels), dtype=object)  # filled one by one: ids may be tuples
+            for position, label in enumerate(item_labels):
+                labels[position] = label
+        rows = check_rows(item_codes, category_codes, counts, len(labels), len(categories))
+        return AggregatedRatings(*rows, item_labels=labels, categories=categories, level=level,
+                                 n_dropped_missing=n_dropped_missing)
 
     def subset_items(self, item_codes: npt.ArrayLike) -> Ratings:
         """Ratings restricted to the given item codes (codes and labels are kept)."""
@@ -338,6 +398,82 @@ class Ratings(SufficientStatistics):
     def __repr__(self) -> str:
         return (f"Ratings(level={self.level!r}, n_items={self.n_items}, n_raters={self.n_raters}, "
                 f"n_ratings={self.n_ratings}, categories={list(self.categories)[:10]})")
+
+
+class AggregatedRatings(Ratings):
+    """A :class:`Ratings` whose judgements are aggregated rows ``(item, category, count)``
+    (:meth:`Ratings.from_aggregates`; :mod:`labelgate.core.aggregated` computes from them).
+
+    The item x category counts, ratings per item and per-item moments come from the rows; ``item_codes``,
+    ``rater_codes`` (placeholder :class:`RaterSlot` positions) and ``value_codes`` are expanded on first read
+    (:attr:`expanded`), which none of the count-based coefficients does.
+    """
+
+    def __init__(self, row_items: IntArray, row_categories: IntArray, row_counts: IntArray, *,
+                 item_labels: np.ndarray, categories: Sequence[Any], level: Level, n_dropped_missing: int = 0,
+                 ) -> None:
+        # Ratings.__init__ is not called: it takes per-judgement codes, which this class never needs to hold.
+        self.row_items, self.row_categories, self.row_counts = row_items, row_categories, row_counts
+        self.item_labels, self.categories, self.level = item_labels, tuple(categories), level
+        self.n_dropped_missing = n_dropped_missing
+        self._n_ratings = int(row_counts.sum())
+        self.rater_labels = np.asarray([RaterSlot(k) for k in range(int(self.ratings_per_item.max()))], dtype=object)
+
+    @property
+    def n_ratings(self) -> int:
+        """Number of judgements (the sum of the counts)."""
+        return self._n_ratings
+
+    @cached_property
+    def ratings_per_item(self) -> IntArray:
+        """Number of ratings of each item, shape (n_items,)."""
+        return add_up(self.row_items, self.row_counts, self.n_items)
+
+    @cached_property
+    def item_counts(self) -> IntArray:
+        """Item x category counts ``n_ic``, shape (n_items, n_categories)."""
+        return row_item_counts(self.row_items, self.row_categories, self.row_counts, self.n_items,
+                               self.n_categories)
+
+    @cached_property
+    def moment_center(self) -> float:
+        """An observed value (the first row's category) subtracted before shift-invariant moment sums."""
+        return float(self.category_values[self.row_categories[0]])
+
+    @cached_property
+    def item_moments(self) -> FloatArray:
+        """Per-item (count, sum, sum of squares) of the values, from the rows."""
+        return self.centered_item_moments(0.0)
+
+    def centered_item_moments(self, center: float | None = None) -> FloatArray:
+        """Per-item (count, sum, sum of squares) of ``values - center`` (default :attr:`moment_center`)."""
+        shift = self.moment_center if center is None else float(center)
+        return row_moments(self.row_items, self.category_values[self.row_categories] - shift, self.row_counts,
+                           self.n_items)
+
+    @cached_property
+    def _expanded(self) -> tuple[IntArray, IntArray, IntArray]:
+        return expand_rows(self.row_items, self.row_categories, self.row_counts, self.ratings_per_item)
+
+    @property
+    def item_codes(self) -> IntArray:  # type: ignore[override]
+        """Item code of each judgement (expanded from the rows on first use)."""
+        return self._expanded[0]
+
+    @property
+    def rater_codes(self) -> IntArray:  # type: ignore[override]
+        """Placeholder rater (the rating's position on its item) of each judgement (expanded on first use)."""
+        return self._expanded[1]
+
+    @property
+    def value_codes(self) -> IntArray:  # type: ignore[override]
+        """Category code of each judgement (expanded from the rows on first use)."""
+        return self._expanded[2]
+
+    @property
+    def expanded(self) -> bool:
+        """Whether a metric has read single judgements (the per-judgement codes exist)."""
+        return "_expanded" in self.__dict__
 
 
 def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater: str = "rater_id",

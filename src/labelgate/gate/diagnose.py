@@ -35,8 +35,10 @@ def diagnose(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any]
         design = design_summary(crowd, config.pools.crowd)
         if trusted is not None:
             design.update(design_summary(trusted, config.pools.trusted))
+        judging = config.raters
         raters = rater_diagnostics(crowd, trusted, pool_name=config.pools.crowd, ci=config.interval.ci,
-                                   n_boot=n_boot, seed=config.interval.seed)
+                                   min_agreement=judging.min_agreement, min_shared_items=judging.min_shared_items,
+                                   effect=judging.effect, fdr=judging.fdr, power=judging.power)
         out["diagnostics"][question.name] = {"raters": raters, "design": design}
         if trusted is not None and _numeric(question, cats):
             est = disattenuated_correlation(crowd, trusted, ci=config.interval.ci, n_boot=n_boot,

@@ -1,9 +1,10 @@
 """The rater policy: the raters the diagnose step flags, with their evidence, and what each flag does to the decision.
 
 The diagnose step (:mod:`labelgate.gate.diagnose`, :func:`labelgate.metrics.diagnostics.rater_diagnostics`) flags a
-crowd rater ``low_agreement`` (its agreement interval lies entirely below the minimum: spammers, who guess, end up
-here) or ``collusion`` (it belongs to a pair that agrees far more with each other than with anyone else). The
-configuration's ``raters`` section gives every flag an action:
+crowd rater ``low_agreement`` (the one-sided test of "its kappa is at least ``raters.min_agreement``" is rejected by
+Benjamini-Hochberg across the question's raters at the false discovery rate ``raters.fdr``: spammers, who guess, end
+up here once they have the workload each row reports) or ``collusion`` (it belongs to a pair that agrees far more
+with each other than with anyone else). The configuration's ``raters`` section gives every flag an action:
 
 =========  =====================================================================================================
 action     effect
@@ -30,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from labelgate.gate.decision import Decision, GateDecision, worse
+from labelgate.metrics.diagnostics import judgement_summary
 from labelgate.pipeline.config import GateConfig
 from labelgate.pipeline.sources import as_str
 
@@ -51,15 +53,20 @@ class RaterFindings:
         ``flag -> action`` as configured.
     flagged : list of dict
         One row per flagged (rater, question): ``rater_id, question, flags, actions, n_items, n_shared_items,
-        agreement, ci_low, ci_high, agreement_basis, n_agreement_items, partners``.
+        agreement, ci_low, ci_high, agreement_basis, p_value, n_agreement_items, partners`` (``p_value``: of the
+        one-sided test behind ``low_agreement``).
     excluded : list of str
         Rater ids whose judgements the batch is decided without (sorted).
     reviews, warnings : list of str
         Reason lines of the ``review`` flags, warning lines of the ``warn`` flags.
+    judging : dict
+        Per question, how many raters the data could judge
+        (:func:`~labelgate.metrics.diagnostics.judgement_summary`), with the ``fdr`` of the flags.
     """
 
     policy: dict[str, str]
     flagged: list[dict[str, Any]] = field(default_factory=list)
+    judging: dict[str, dict[str, Any]] = field(default_factory=dict)
     excluded: list[str] = field(default_factory=list)
     reviews: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -79,10 +86,13 @@ def find(config: GateConfig, diagnostics: Mapping[str, Any]) -> RaterFindings:
     >>> found.excluded, [(r["rater_id"], r["actions"]) for r in found.flagged]
     (['c1'], [('c1', {'collusion': 'exclude'})])
     """
-    policy = config.raters.model_dump()
+    policy = config.raters.actions()
     found = RaterFindings(policy=policy)
     by_flag: dict[tuple[str, str], list[str]] = {}
     for question, diag in diagnostics.items():
+        summary = judgement_summary((diag or {}).get("raters") or [])
+        if summary is not None:
+            found.judging[str(question)] = {**summary, "fdr": config.raters.fdr}
         for row in (diag or {}).get("raters") or []:
             flags = [f for f in row.get("flags") or [] if f in policy]
             if not flags:
@@ -109,7 +119,7 @@ def evidence(question: str, row: Mapping[str, Any], actions: dict[str, str]) -> 
             "agreement": row.get("loo_agreement" if peers else "kappa_vs_trusted"),
             "ci_low": row.get("loo_ci_low" if peers else "kappa_ci_low"),
             "ci_high": row.get("loo_ci_high" if peers else "kappa_ci_high"),
-            "agreement_basis": row.get("agreement_basis"),
+            "agreement_basis": row.get("agreement_basis"), "p_value": row.get("p_value"),
             "n_agreement_items": row.get("n_loo_items" if peers else "n_shared_items"),
             "partners": [str(p) for p in row.get("partners") or []]}
 
@@ -199,7 +209,7 @@ def section(findings: RaterFindings, *, excluded_rows: int = 0, excluded_file: s
                 "warnings": with_flagged.warnings, "coverage": dict(with_flagged_coverage or {}),
                 "metrics": dict(with_flagged_metrics or {})}
     return {"policy": findings.policy, "flagged": findings.flagged, "excluded": excluded, "with_flagged": kept,
-            "warnings": policy_warnings(findings, with_flagged, excluded_rows)}
+            "warnings": policy_warnings(findings, with_flagged, excluded_rows), "judging": findings.judging}
 
 
 def of_summary(summary: Mapping[str, Any]) -> dict[str, Any] | None:

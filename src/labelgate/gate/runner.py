@@ -274,7 +274,9 @@ def _write_back(cfg: GateConfig, batch: Any, crowd: Any, summary: dict[str, Any]
         return summary
     from labelgate.gate.label_studio import write_back_run  # HTTP to the labelling tool, only for its batches
 
-    outcome = write_back_run(summary, source, batch, crowd[cfg.columns.item].unique())
+    item, rater = cfg.columns.item, cfg.columns.rater
+    annotators = crowd.groupby(item, sort=False)[rater].unique().to_dict()  # who annotated each task of the batch
+    outcome = write_back_run(summary, source, batch, crowd[item].unique(), annotators)
     if "error" in outcome:
         hooks.logger.warning("the decision was not written back to Label Studio: %s", outcome["error"])
     return {**summary, "label_studio": outcome}

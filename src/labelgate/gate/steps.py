@@ -68,7 +68,12 @@ def prepare(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame, out_
     ``selection`` (what :func:`load` returns) goes into each table's summary as ``selection``: the rows outside a
     row selection are reported there, not as invalid rows.
     """
-    categories = validation.all_categories(config, trusted)
+    categories = None
+    if config.batch.format == "label_studio":  # the questions' categories are the labeling config's, in its order
+        from labelgate.pipeline.sources.label_studio import gate_categories
+
+        categories = gate_categories(config, crowd)
+    categories = categories if categories is not None else validation.all_categories(config, trusted)
     checked = validation.validate_pools(crowd, trusted, config, categories)
     quarantine: dict[str, str] = {}
     warnings: list[str] = []

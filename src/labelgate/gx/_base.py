@@ -242,7 +242,8 @@ class LabelGateExpectation(BatchExpectation):
     duplicates: Literal["error", "first", "last"] = "error"
     ci: Optional[float] = pydantic.Field(0.95, description="Confidence level of the interval.")  # noqa: UP045
     use_ci_bound: bool = pydantic.Field(False, description="Judge on the conservative interval end.")
-    ci_method: Literal["bca", "percentile"] = pydantic.Field("bca", description="Bootstrap interval method.")
+    ci_method: Literal["auto", "bca", "delta", "percentile"] = pydantic.Field(
+        "auto", description="Interval method ('auto': the metric's, docs/metrics.md).")
     n_boot: int = pydantic.Field(DEFAULT_N_BOOT, description="Bootstrap resamples.")
     seed: Optional[int] = pydantic.Field(0, description="Bootstrap seed.")  # noqa: UP045
     row_condition: RowConditionType = None

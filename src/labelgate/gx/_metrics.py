@@ -25,6 +25,7 @@ from great_expectations.core.metric_domain_types import MetricDomainTypes
 from great_expectations.execution_engine import PandasExecutionEngine, SqlAlchemyExecutionEngine
 from great_expectations.expectations.metrics.metric_provider import metric_value
 from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
+from great_expectations.validator.metric_configuration import MetricConfiguration
 
 from labelgate.core.estimate import DEFAULT_CI_METHOD, Estimate
 from labelgate.core.ratings import Ratings, ratings_by_pool
@@ -37,6 +38,7 @@ from labelgate.gx._pools import (
     missing_question_column,
     pool_coverage,
 )
+from labelgate.gx._sql import AGGREGATE_KEYS, refusal, refuse, sql_metric, sql_pools  # SQLAlchemy: imported by the plan
 from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
 from labelgate.metrics.spa import WEIGHTINGS, spa
 
@@ -325,13 +327,46 @@ class LabelGateTableMetric(TableMetricProvider):
     @metric_value(engine=SqlAlchemyExecutionEngine)
     def _sql(cls, execution_engine: SqlAlchemyExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
              metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
-        # Imported here: the SQL plan imports SQLAlchemy, which `import labelgate.gx` does not need.
-        from labelgate.gx._sql import sql_metric
+        kw = dict(metric_value_kwargs)
+        refuse(cls.metric_name, kw)  # before the aggregates: a refused metric does not depend on them
+        return sql_metric(cls.metric_name, cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
 
+    @classmethod
+    def _get_evaluation_dependencies(cls, metric: MetricConfiguration, configuration: Any = None,
+                                     execution_engine: Any = None, runtime_configuration: dict | None = None,
+                                     ) -> dict[str, MetricConfiguration]:
+        """On a SQL engine: the batch's aggregates (``labelgate.table.sql_pools``), resolved once per validation
+        for every metric with the same domain and aggregate parameters."""
+        dependencies = super()._get_evaluation_dependencies(metric, configuration, execution_engine,
+                                                            runtime_configuration)
+        if isinstance(execution_engine, SqlAlchemyExecutionEngine):
+            kw = dict(metric.metric_value_kwargs or {})
+            if refusal(cls.metric_name, kw) is None:  # a refused metric fetches nothing
+                dependencies[_SQL_POOLS] = MetricConfiguration(
+                    metric_name=_SQL_POOLS, metric_domain_kwargs=metric.metric_domain_kwargs,
+                    metric_value_kwargs={k: kw.get(k) for k in AGGREGATE_KEYS})
+        return dependencies
+
+
+_SQL_POOLS = "labelgate.table.sql_pools"
+
+
+class TableSqlPools(TableMetricProvider):
+    """``labelgate.table.sql_pools``: a SQL batch's aggregates and the pools built from them (SQL engines only).
+
+    The other LabelGate metrics depend on it on a SQL engine, so GX runs the aggregate queries once per batch and
+    parameters, whatever the number of expectations of the suite.
+    """
+
+    metric_name = _SQL_POOLS
+    value_keys = AGGREGATE_KEYS
+
+    @metric_value(engine=SqlAlchemyExecutionEngine)
+    def _sql(cls, execution_engine: SqlAlchemyExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
+             metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> Any:
         selectable, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs,
                                                                domain_type=MetricDomainTypes.TABLE)
-        return sql_metric(cls.metric_name, cls.finish, execution_engine, selectable, dict(metric_value_kwargs),
-                          need_trusted=cls.need_trusted)
+        return sql_pools(execution_engine, selectable, dict(metric_value_kwargs))
 
 
 class TableCrossKappa(LabelGateTableMetric):

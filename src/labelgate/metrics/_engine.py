@@ -16,7 +16,9 @@ re-read and no Python loop runs over resamples or items.
 Because the sums are additive over items, the same statistics serve
 incremental monitoring and partitioned (Dask) computation, and the
 leave-one-item-out sums of the jackknife are the column sums minus one row:
-the BCa interval's acceleration costs one ``finalize`` per item, no product.
+the BCa interval's acceleration costs one ``finalize`` per item, no product. The delta-method interval
+(:mod:`labelgate.metrics._linear`) needs no resampling: the gradient of ``finalize`` at the column sums and one
+matrix-vector product per block give every item's influence.
 """
 
 from __future__ import annotations
@@ -24,13 +26,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from labelgate.core.estimate import DEFAULT_CI_METHOD, INTERVAL_METHODS, Estimate
+from labelgate.core.estimate import CI_METHOD_OPTIONS, DEFAULT_CI_METHOD, Estimate, resolve_ci_method
 from labelgate.errors import ParameterError, Reason, check_option
+from labelgate.metrics._blocks import (
+    CHUNK_CELLS,
+    Block,
+    column_sums,
+    is_sparse,
+    n_rows,
+    rows_of,
+    vanishes,
+    weighted_sums,
+)
+from labelgate.metrics._linear import linearized_se, normal_interval
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -38,14 +51,11 @@ else:
     from labelgate.metrics._lazy import lazy
 
     sp = lazy("scipy.sparse")
-
-Block: TypeAlias = "np.ndarray | sp.spmatrix | sp.sparray"
 Components = dict[str, np.ndarray]
+Intervals = dict[str, tuple[float, float] | None]
 Finalize = Callable[[list[np.ndarray]], Components]
 Explain = Callable[[Components], tuple[Reason, str] | None]
 
-# Items x resamples cells per chunk of the bootstrap count matrix (float64: 8 bytes each).
-_CHUNK_CELLS = 2_000_000
 # Items whose leave-one-out values give the BCa acceleration: all of them up to this many, else a random sample of
 # this many (see jackknife_acceleration). The jackknife's cost is one finalize per value, so this bounds it by a
 # quarter of the finalize cost of the default 2,000 resamples (Conger's finalize, dense in raters x categories,
@@ -97,7 +107,7 @@ class ItemStatistic:
         return self.blocks
 
     def point(self) -> Components:
-        totals = self.totals if self.totals is not None else [_column_sums(b) for b in self.get_blocks()]
+        totals = self.totals if self.totals is not None else [column_sums(b) for b in self.get_blocks()]
         return self.finalize([np.atleast_2d(np.asarray(t, dtype=np.float64)) for t in totals])
 
 
@@ -124,7 +134,7 @@ def combine(parts: Sequence[ItemStatistic], finalize: Callable[[list[Components]
         return finalize(out)
 
     totals = [t for p in parts for t in (p.totals if p.totals is not None
-                                          else [_column_sums(b) for b in p.get_blocks()])]
+                                          else [column_sums(b) for b in p.get_blocks()])]
     return ItemStatistic(blocks=None, finalize=joint_finalize, n_items=n_items, n_ratings=n_ratings,
                          n_items_excluded=n_items_excluded, explain=explain, totals=totals,
                          build_blocks=build)
@@ -139,14 +149,16 @@ def check_bootstrap_args(ci: float | None, n_boot: int, seed: Any, function: str
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ParameterError(f"The 'n_boot' parameter of {function} must be an integer >= 2; got {n_boot!r}.",
                              parameter="n_boot", value=n_boot)
-    check_option(ci_method, INTERVAL_METHODS, "ci_method", function)
+    check_option(ci_method, CI_METHOD_OPTIONS, "ci_method", function)
 
 
 def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int, seed: Any,
              value_index: int | None = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
-    """Point estimate plus (optionally) the item-bootstrap interval of ``ci_method`` ("bca" or "percentile").
+    """Point estimate plus (optionally) the interval of ``ci_method`` ("auto", "bca", "delta", "percentile").
 
-    The interval components of ``stat`` get intervals of the same method, from the same resamples.
+    ``"auto"`` is the metric's method (:func:`labelgate.core.estimate.resolve_ci_method`). A delta interval that
+    cannot be formed falls back to BCa, and BCa to percentile (``details["ci_method_note"]`` says why). The
+    interval components of ``stat`` get intervals of the same method (from the same resamples).
     """
     point = stat.point()
     value = _pick(point["value"], value_index)[0]
@@ -157,33 +169,67 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
         explained = stat.explain(point) if stat.explain else None
         reason_code, reason = explained if explained else (Reason.NO_VARIANCE, "the metric is undefined")
         value = float("nan")
-    interval, n_failed, method = None, 0, None
+    intervals: Intervals = {}
+    method, resampled = None, False
     if ci is not None and np.isfinite(value):
         level = float(ci)
-        keys = ("value", *stat.interval_components)
-        rng = make_rng(seed)
-        replicates = bootstrap_components(stat, n_boot=n_boot, seed=rng, keys=keys)
-        n_axis = _n_rows(stat.get_blocks())
-        loo = jackknife_components(stat, keys=keys, rng=rng) if ci_method == "bca" else None
-        points = {"value": _pick(point["value"], value_index), **{k: point[k] for k in stat.interval_components}}
-
-        def one(key: str, index: int | None) -> tuple[tuple[float, float] | None, int, str | None, str | None]:
-            jack = None if loo is None else _pick(loo[key], index)
-            return interval_of(_pick(replicates[key], index), float(_pick(points[key], None)[0]), level,
-                               ci_method, jack, n_axis)
-
-        interval, n_failed, method, note = one("value", value_index)
-        details["n_boot_undefined"] = n_failed
-        if note:
-            details["ci_method_note"] = note
+        points = {"value": float(value), **{k: float(point[k][0]) for k in stat.interval_components}}
+        wanted = resolve_ci_method(ci_method, metric)
+        spreads, why = _linearized(stat, tuple(points), value_index) if wanted == "delta" else ({}, None)
+        delta = {k: normal_interval(points[k], spreads[k], level) for k in points} if spreads else {}
+        if delta.get("value") is not None:
+            intervals, method = delta, "delta"
+        else:  # a bootstrap method, or the fallback of an undefined delta interval (in interval_of)
+            intervals, method, note, n_failed = _bootstrap_intervals(stat, points, level, wanted, n_boot, seed,
+                                                                     value_index, spreads, why)
+            resampled = True
+            details["n_boot_undefined"] = n_failed
+            if note:
+                details["ci_method_note"] = note
         for key in stat.interval_components:
-            part, _, _, _ = one(key, None)
+            part = intervals.get(key)
             details[f"{key}_ci_low"], details[f"{key}_ci_high"] = part if part else (np.nan, np.nan)
+    interval = intervals.get("value")
     return Estimate(metric=metric, value=float(value), ci=interval,
                     ci_level=float(ci) if interval is not None and ci is not None else None,
                     n_items=stat.n_items, n_ratings=stat.n_ratings, n_items_excluded=stat.n_items_excluded,
                     reason=reason, reason_code=reason_code, details=details,
-                    n_boot=n_boot if interval else 0, ci_method=method if interval else None)
+                    n_boot=n_boot if interval and resampled else 0, ci_method=method if interval else None)
+
+
+def _linearized(stat: ItemStatistic, keys: tuple[str, ...], value_index: int | None,
+                ) -> tuple[dict[str, float], str | None]:
+    """Key -> linearised standard error (the value's at ``value_index``); empty, with the reason, if not computed."""
+    se, why = linearized_se(stat.get_blocks(), stat.finalize, keys)
+    if se is None:
+        return {}, why
+    return {k: float(np.atleast_1d(se[k])[value_index if k == "value" and value_index is not None else 0])
+            for k in keys}, None
+
+
+def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: float, method: str, n_boot: int,
+                         seed: Any, value_index: int | None, spreads: dict[str, float], why: str | None,
+                         ) -> tuple[Intervals, str | None, str | None, int]:
+    """Bootstrap intervals of the value and the components from one set of resamples (:func:`interval_of`).
+
+    Returns the intervals, the method of the value's interval, its fallback note and its undefined resamples.
+    """
+    keys = tuple(points)
+    rng = make_rng(seed)
+    replicates = bootstrap_components(stat, n_boot=n_boot, seed=rng, keys=keys)
+    n_axis = n_rows(stat.get_blocks())
+    loo = jackknife_components(stat, keys=keys, rng=rng) if method in ("bca", "delta") else None
+    out: Intervals = {}
+    used, note, n_failed = None, None, 0
+    for key in keys:
+        index = value_index if key == "value" else None
+        jack = None if loo is None else _pick(loo[key], index)
+        interval, failed, how, said = interval_of(_pick(replicates[key], index), points[key], level, method, jack,
+                                                  n_axis, spreads.get(key), why)
+        out[key] = interval
+        if key == "value":
+            used, note, n_failed = how, said, failed
+    return out, used, note, n_failed
 
 
 def bootstrap(stat: ItemStatistic, *, n_boot: int, seed: Any) -> np.ndarray:
@@ -195,16 +241,16 @@ def bootstrap_components(stat: ItemStatistic, *, n_boot: int, seed: Any,
                          keys: Sequence[str] = ("value",)) -> Components:
     """Bootstrap replicates of the named components of ``stat`` (one shared resampling)."""
     blocks = stat.get_blocks()
-    n_items = _n_rows(blocks)
+    n_items = n_rows(blocks)
     rng = make_rng(seed)
     # bound the memory of both the count matrix (chunk x items) and the widest sums (chunk x columns)
     widest = max((int(b.shape[1]) for b in blocks), default=1)
-    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_items, widest, 1)))
+    chunk = max(1, min(n_boot, CHUNK_CELLS // max(n_items, widest, 1)))
     out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for start in range(0, n_boot, chunk):
         size = min(chunk, n_boot - start)
         weights = resample_counts(rng, n_items, size)
-        parts = stat.finalize([_weighted_sums(weights, b) for b in blocks])
+        parts = stat.finalize([weighted_sums(weights, b) for b in blocks])
         for k in keys:
             out[k].append(np.asarray(parts[k], dtype=np.float64))
     return {k: np.concatenate(v, axis=0) for k, v in out.items()}
@@ -242,14 +288,25 @@ _NORMAL = NormalDist()
 
 
 def interval_of(replicates: np.ndarray, point: float, level: float, method: str,
-                jackknife: np.ndarray | None = None, n_axis: int | None = None,
-                ) -> tuple[tuple[float, float] | None, int, str | None, str | None]:
-    """The interval of ``method`` from bootstrap replicates (and, for BCa, leave-one-item-out values).
+                jackknife: np.ndarray | None = None, n_axis: int | None = None, se: float | None = None,
+                se_missing: str | None = None) -> tuple[tuple[float, float] | None, int, str | None, str | None]:
+    """The interval of ``method``: delta (from ``se``), BCa (replicates and leave-one-item-out values) or percentile.
 
-    Returns ``(interval, n_undefined_replicates, method_used, note)``: a BCa interval that cannot be formed
-    (see :func:`bca_interval`) falls back to the percentile interval of the same replicates, and ``note`` says why.
+    Returns ``(interval, n_undefined_replicates, method_used, note)``. The fallbacks, with ``note`` saying why: a
+    delta interval without a finite linearised standard error ``se`` (``se_missing``: why it was not computed)
+    falls back to BCa; a BCa interval that cannot be formed (see :func:`bca_interval`) to the percentile interval
+    of the same replicates. ``"auto"`` is BCa here (:func:`labelgate.core.estimate.resolve_ci_method`: it stands
+    for another method only on metrics computed through :func:`evaluate`).
     """
-    if method == "bca" and jackknife is not None:
+    if method == "delta":
+        delta = None if se is None else normal_interval(point, se, level)
+        if delta is not None:
+            return delta, 0, "delta", None
+        interval, n_failed, used, then = interval_of(replicates, point, level, "bca", jackknife, n_axis)
+        reason = se_missing or "the value is not differentiable at the data: a value next to it is undefined"
+        said = f"delta interval undefined ({reason}); {then or 'BCa interval given'}" if interval else None
+        return interval, n_failed, used, said
+    if method in ("bca", "auto") and jackknife is not None:
         interval, n_failed, why = bca_interval(replicates, point, jackknife, level, n_axis)
         if interval is not None:
             return interval, n_failed, "bca", None
@@ -365,49 +422,21 @@ def jackknife_components(stat: ItemStatistic, *, keys: Sequence[str] = ("value",
     error smaller still). Rows are taken in chunks, so memory stays bounded for wide (sparse) blocks.
     """
     # row slicing of a sparse block needs CSR; convert once, not per chunk
-    blocks: list[Block] = [sp.csr_matrix(b) if _sparse(b) else b for b in stat.get_blocks()]
-    n_items = _n_rows(blocks)
+    blocks: list[Block] = [sp.csr_matrix(b) if is_sparse(b) else b for b in stat.get_blocks()]
+    n_items = n_rows(blocks)
     rows = np.arange(n_items)
     if n_items > max_items:
         rows = np.sort(make_rng(rng).choice(n_items, size=max_items, replace=False))
-    totals = [_column_sums(b) for b in blocks]
+    totals = [column_sums(b) for b in blocks]
     widest = max((int(b.shape[1]) for b in blocks), default=1)
-    chunk = max(1, _CHUNK_CELLS // max(widest, 1))
+    chunk = max(1, CHUNK_CELLS // max(widest, 1))
     out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for start in range(0, rows.size, chunk):
         part = rows[start:start + chunk]
-        parts = stat.finalize([total - _rows(b, part) for total, b in zip(totals, blocks, strict=True)])
+        parts = stat.finalize([total - rows_of(b, part) for total, b in zip(totals, blocks, strict=True)])
         for k in keys:
             out[k].append(np.asarray(parts[k], dtype=np.float64))
     return {k: np.concatenate(v, axis=0) if v else np.empty(0) for k, v in out.items()}
-
-
-def _rows(block: Block, rows: np.ndarray) -> np.ndarray:
-    if _sparse(block):
-        return np.asarray(block[rows].toarray(), dtype=np.float64)
-    return np.asarray(block, dtype=np.float64)[rows]
-
-
-def _weighted_sums(weights: np.ndarray, block: Block) -> np.ndarray:
-    if _sparse(block):
-        return np.asarray((block.T @ weights.T).T)
-    return weights @ block
-
-
-def _column_sums(block: Block) -> np.ndarray:
-    if _sparse(block):
-        return np.asarray(block.sum(axis=0), dtype=np.float64).reshape(1, -1)
-    # a matrix-vector product is several times faster than a reduction along the long axis
-    return (np.ones(block.shape[0]) @ np.asarray(block, dtype=np.float64)).reshape(1, -1)
-
-
-def _sparse(block: Block) -> bool:
-    # a dense block is the common case: asking SciPy would import it (≈ 0.2 s) just to hear "no"
-    return not isinstance(block, np.ndarray) and bool(sp.issparse(block))
-
-
-def _n_rows(blocks: list[Block]) -> int:
-    return int(blocks[0].shape[0]) if blocks else 0
 
 
 def _pick(values: np.ndarray, index: int | None) -> np.ndarray:
@@ -424,22 +453,6 @@ def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     out = np.full(np.broadcast(num, den).shape, np.nan)
     np.divide(num, den, out=out, where=den != 0)
     return out
-
-
-#: Relative size under which a difference of sums is rounding residue, not variation (docs/degenerate-input.md).
-#: Residues of ``n * sum(x^2) - sum(x)^2`` on constant data stay below 1e-10 of ``n * sum(x^2)`` up to 10^7
-#: values; genuine variation is at least about ``1 / (2 N)`` of it, so the two are told apart up to ~10^8 values.
-DEGENERACY_RTOL = 1e-9
-
-
-def vanishes(value: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
-    """True where ``|value| <= DEGENERACY_RTOL * |scale|``: ``value`` is a rounding residue of its scale.
-
-    A coefficient is undefined (0/0) when its denominator vanishes; deciding that with ``== 0`` makes the
-    answer depend on rounding (constant data rescaled by 1.7156 leave a residue of ~1e-16 and turn NaN into 1),
-    so every degeneracy test compares the denominator with the size of the terms it is computed from.
-    """
-    return np.abs(np.asarray(value, dtype=np.float64)) <= DEGENERACY_RTOL * np.abs(np.asarray(scale, dtype=np.float64))
 
 
 def chance_corrected(p_o: np.ndarray, p_e: np.ndarray) -> np.ndarray:

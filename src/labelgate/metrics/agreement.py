@@ -55,6 +55,7 @@ from labelgate.metrics._items import (
     require_rater_identity,
     view,
 )
+from labelgate.metrics._linear import linearized_se
 from labelgate.metrics.weights import Weights, weight_matrix
 
 
@@ -240,10 +241,11 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
         Bootstrap resamples.
     seed : int or numpy Generator, optional
         Makes the interval reproducible.
-    ci_method : {"bca", "percentile"}, default "bca"
-        The interval: bias-corrected and accelerated (Efron 1987; the acceleration from the jackknife over
-        items), or the percentile interval of the same resamples. ``Estimate.ci_method`` records the method
-        used (see ``docs/metrics.md``, "Intervals").
+    ci_method : {"auto", "bca", "delta", "percentile"}, default "auto"
+        The interval: bias-corrected and accelerated item bootstrap (Efron 1987; the acceleration from the
+        jackknife over items), the delta-method normal interval (linearised standard error, no resampling), or
+        the percentile interval of the bootstrap resamples; ``"auto"`` is BCa for every metric but normalized
+        kappa_x (delta). ``Estimate.ci_method`` records the method used (see ``docs/metrics.md``, "Intervals").
 
     Returns
     -------
@@ -491,18 +493,20 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r))
     point = stat.point()
     level = float(ci) if ci is not None else None
-    replicates, loo = None, None
+    replicates, loo, se, se_missing = None, None, None, None
     if level is not None and v.n_pairable:
         rng = make_rng(seed)  # one generator: the jackknife's item sample (large data) follows the resamples
         replicates = bootstrap(stat, n_boot=n_boot, seed=rng)
-        loo = jackknife_components(stat, rng=rng)["value"] if ci_method == "bca" else None
+        loo = jackknife_components(stat, rng=rng)["value"] if ci_method != "percentile" else None
+        se, se_missing = linearized_se(stat.get_blocks(), finalize) if ci_method == "delta" else (None, None)
     result: dict[Any, Estimate] = {}
     for k, category in enumerate(r.categories):
         value = float(point["value"][0, k])
         interval, method, details = None, None, {"category": category}
         if replicates is not None and level is not None and np.isfinite(value):
             interval, _, method, note = interval_of(replicates[:, k], value, level, ci_method,
-                                                    None if loo is None else loo[:, k], on.shape[0])
+                                                    None if loo is None else loo[:, k], on.shape[0],
+                                                    None if se is None else float(se["value"][k]), se_missing)
             if note:
                 details["ci_method_note"] = note
         unused = not np.isfinite(value)
@@ -512,5 +516,5 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
             n_items_excluded=excluded_single(r),
             reason=f"category {category!r} is never used on an item with two or more ratings" if unused else None,
             reason_code=Reason.CATEGORY_NOT_PAIRED if unused else None,
-            details=details, n_boot=n_boot if interval else 0, ci_method=method)
+            details=details, n_boot=n_boot if interval and method != "delta" else 0, ci_method=method)
     return result

@@ -267,6 +267,11 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     ----------
     irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
         The IRR used for both replications.
+    ci, n_boot, seed, ci_method
+        As in :func:`labelgate.percent_agreement`, but ``ci_method="auto"`` (the default) gives the delta-method
+        interval :math:`\hat\theta \pm z\,\widehat{se}` with the linearised (infinitesimal-jackknife) standard error
+        of the per-item statistics: on 50-100 common items the bootstrap intervals of this ratio under-cover
+        (``docs/benchmarks.md``, "Interval coverage"). ``n_boot`` and ``seed`` then serve only its BCa fallback.
 
     Examples
     --------

@@ -4,49 +4,23 @@ Two detectors run on each monitored (question, metric) series, one window at a t
 
 **Baseline** (``kind="baseline"``): the window breaches when its interval lies entirely below the gate
 threshold (``ci_high < threshold``; ``baseline_rule: value`` compares the point value instead). An episode
-opens after ``open_after`` consecutive breaching windows. It closes with hysteresis (``baseline_close: clear``, the
-default): only after ``close_after`` windows whose interval lies entirely *at or above* the threshold (their value
-does, under ``baseline_rule: value``). A level that sits at the threshold, whose intervals straddle it window after
-window, is then one lasting incident instead of a stream of open and close alerts.
+opens after ``open_after`` consecutive breaching windows — with a stated false-alarm rate (``change.arl0``) after the
+persistence :func:`labelgate.monitor.arl.persistence` derives from it: the number of consecutive breaches that a
+series whose level sits exactly *at* the threshold (the worst in-control case) reaches no more often than once per
+the series' share of the target. It closes with hysteresis (``baseline_close: clear``, the default): only after
+``close_after`` windows whose interval lies entirely *at or above* the threshold (their value does, under
+``baseline_rule: value``), then ``cooldown`` windows without a breach. A level that sits at the threshold, whose
+intervals straddle it window after window, is then one lasting incident instead of a stream of open and close
+alerts.
 
-**Change** (``kind="change"``): a self-starting one-sided lower CUSUM (Page 1954; Hawkins 1987) on the
-standardised window values,
+**Change** (``kind="change"``): a self-starting one-sided lower CUSUM on the standardised window values with a
+reference frozen from the first window of an excursion, closed only once the series is back at its pre-episode
+reference (:mod:`labelgate.monitor.cusum`). The limit ``h`` is stated or derived from ``change.arl0``
+(:func:`labelgate.monitor.arl.cusum_limit`). The change point reported ("since") is the first window of the current
+excursion of the CUSUM above 0.
 
-.. math::
-
-    z_t = \frac{x_t - \bar x_{t}}{\sqrt{s_t^2 + \tau^2 + (\bar{s^2} + \tau^2) / n_t}}, \qquad
-    C_t = \max(0,\ C_{t-1} - z_t - k), \qquad \text{alarm when } C_t > h,
-
-where :math:`s_t` is the window's bootstrap standard error (the width of its interval over
-:math:`2 z_{0.975}`), and the reference is the job's own history: :math:`\bar x_t` is the mean of the
-:math:`n_t` earlier in-control windows (outside episodes), :math:`\bar{s^2}` their mean squared standard error
-and :math:`\tau^2 = \max(0, \widehat{\mathrm{var}}(x) - \bar{s^2})` their excess between-window variance
-(item and rater mix). Detection starts after ``reference_windows`` windows. Standardising with a reference
-that keeps growing (rather than fixed after the first windows) keeps the false-alarm rate stable: with a
-mean of only the first 10 windows, an error of half a standard error in the reference turns the in-control
-CUSUM into a random walk (we measured 0 to 44 false alarms per 1,000 stationary windows across seeds).
-With ``k = 0.5, h = 6`` the measured rate is about 0.5 per 1,000 stationary windows per series (at most 2
-in every run we simulated; ``tests/test_monitor_drift.py``, ``benchmarks/bench_monitor.py``,
-``docs/monitoring.md``); a CUSUM with known parameters has an in-control average run length of about
-2,600 windows (Siegmund's approximation). The change point reported ("since") is the first window of the
-current excursion of :math:`C` above 0.
-
-**The reference is frozen during an excursion**: once the CUSUM passes ``h / 2``, windows are held aside and enter
-the reference only when the CUSUM is back at 0, so the windows of a drop that has not (yet) raised an alarm never
-teach the reference that the drop is normal — a slow decline keeps accumulating instead of being learned. Smaller
-wobbles are learned at once: they are the noise the reference must know (a reference that stops at every wobble
-stays small and raises false alarms). While an episode is open nothing is learned.
-
-**The false-alarm rate is stated, not tuned**: with ``change.arl0`` (the in-control average run length of the
-whole monitor, in windows) the limit ``h`` is derived for every series the detector watches
-(:func:`labelgate.monitor.arl.cusum_limit`, Siegmund's approximation).
-
-An open episode **closes** after ``close_after`` consecutive windows back within bounds — clearly above the
-threshold (baseline; or no breach under ``baseline_close: no_breach``), or :math:`z_t \ge -` ``close_bound``
-(change) — followed by a **cool-down** of ``cooldown`` windows without a renewed breach (baseline) or alarm (change,
-a CUSUM restarted at 0 against the frozen reference). A breach or an alarm within the cool-down continues the same
-episode: one incident, one open and one close alert. Windows with fewer than ``min_items`` items, or without a
-value, are skipped (they neither breach nor count as within bounds).
+Windows with fewer than ``min_items`` items, or without a value, are skipped (they neither breach nor count as
+within bounds).
 """
 
 from __future__ import annotations
@@ -56,6 +30,8 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
+
+from labelgate.monitor import arl, cusum
 
 Z975 = NormalDist().inv_cdf(0.975)
 
@@ -74,21 +50,8 @@ class Event:
 
 def new_state() -> dict[str, Any]:
     """Empty detector state of one series (JSON-serialisable)."""
-    return {
-        "baseline": {"open": None, "run": 0, "ok": 0, "first": None},
-        "change": {
-            "open": None,
-            "n": 0,
-            "sum": 0.0,
-            "sum_sq": 0.0,
-            "sum_var": 0.0,
-            "cusum": 0.0,
-            "since": None,
-            "ok": 0,
-            "pending": [0, 0.0, 0.0, 0.0],  # windows of the current excursion: (n, sum, sum_sq, sum_var)
-        },
-        "last_window": None,
-    }
+    return {"baseline": {"open": None, "run": 0, "ok": 0, "first": None}, "change": cusum.new_state(),
+            "last_window": None}
 
 
 def standard_error(row: dict[str, Any], level: float = 0.95) -> float | None:
@@ -124,9 +87,13 @@ def step(
     baseline, change : bool
         Which detectors run on this series.
     drift : labelgate.pipeline.config.Drift
-        ``baseline_rule``, ``open_after``, ``close_after``, ``min_items`` and the ``change`` settings.
+        ``baseline_rule``, ``open_after``, ``close_after``, ``cooldown``, ``min_items`` and the ``change`` settings.
+    level : float
+        Confidence level of the windows' intervals.
     h : float, optional
-        The change detector's alarm limit (:func:`labelgate.monitor.arl.cusum_limit`); default ``drift.change.h``.
+        The change detector's alarm limit (:func:`labelgate.monitor.arl.cusum_limit`); default
+        ``cusum_limit(drift.change)``. With ``change.arl0`` the baseline persistence follows from it too (both hold the
+        series to the run length ``h`` gives).
 
     Returns
     -------
@@ -139,7 +106,7 @@ def step(
     >>> s, cfg = new_state(), Drift(close_after=1, cooldown=0)
     >>> row = lambda i, v: {"window_index": i, "window_start": i, "value": v, "ci_low": v - .05,
     ...                     "ci_high": v + .05, "n_items": 50}
-    >>> [e.transition for i, v in enumerate([.9, .5, .9]) for e in
+    >>> [e.transition for i, v in enumerate([.9, .5, .5, .9]) for e in
     ...  step(s, row(i, v), threshold=.8, baseline=True, change=False, drift=cfg)]
     ['open', 'close']
     """
@@ -147,15 +114,30 @@ def step(
     value = row.get("value")
     if value is None or not math.isfinite(value) or (row.get("n_items") or 0) < drift.min_items:
         return []
+    limit = arl.cusum_limit(drift.change) if h is None else float(h)
+    c = cusum.upgrade(state["change"])
+    se = standard_error(row, level)
     events = []
     if baseline and threshold is not None:
-        events += _baseline(state["baseline"], row, float(threshold), drift)
-    if change:
-        events += _change(state["change"], row, drift, level, drift.change.h if h is None else h)
+        events += _baseline(state["baseline"], c, row, float(threshold), drift, level, limit)
+    if change and se is not None:
+        events += _change(c, row, se, drift, limit)
+    elif se is not None and state["baseline"]["open"] is None and not state["baseline"]["run"]:
+        cusum.learn(c, float(value), se)  # the reference of a baseline-only series: its windows within bounds
     return events
 
 
-def _baseline(b: dict[str, Any], row: dict[str, Any], threshold: float, drift: Any) -> list[Event]:
+def _persistence(c: dict[str, Any], drift: Any, level: float, h: float) -> int:
+    """Consecutive breaches before a baseline episode opens, with the series' reference once it has one."""
+    s = spread = 1.0  # before the reference is known: intervals as wide as the windows vary
+    if c["n"] >= max(2, drift.change.reference_windows):
+        _, tau2, mean_var = cusum.reference(c)
+        s, spread = math.sqrt(mean_var), math.sqrt(mean_var + tau2)
+    return arl.baseline_persistence(drift, h, level, s, spread)
+
+
+def _baseline(b: dict[str, Any], c: dict[str, Any], row: dict[str, Any], threshold: float, drift: Any,
+              level: float, h: float) -> list[Event]:
     high = row.get("ci_high")
     use_high = drift.baseline_rule == "ci_high" and high is not None
     judged = float(row["ci_high"] if use_high else row["value"])
@@ -164,14 +146,16 @@ def _baseline(b: dict[str, Any], row: dict[str, Any], threshold: float, drift: A
         b["run"] = b["run"] + 1 if breach else 0
         if breach and b["run"] == 1:
             b["first"] = row["window_start"]
-        if b["run"] >= drift.open_after:
+        needed = _persistence(c, drift, level, h)
+        if b["run"] >= needed:
             b["open"], b["run"], b["ok"] = {"since": b["first"], "window": row.get("window_index")}, 0, 0
             what = "upper end of its interval" if use_high else "value"
             reason = (
                 f"the {what} {judged:.3f} is below the gate threshold {threshold:.3f} "
                 f"(value {row['value']:.3f}{_interval(row)}, {row.get('n_items')} items)"
+                + (f" in {needed} consecutive windows" if needed > 1 else "")
             )
-            return [Event("open", "baseline", b["first"], row, reason, {"threshold": threshold})]
+            return [Event("open", "baseline", b["first"], row, reason, {"threshold": threshold, "windows": needed})]
         return []
     if drift.baseline_close == "clear":  # back only when clearly back: hysteresis against a level at the threshold
         low = row.get("ci_low")
@@ -194,94 +178,36 @@ def _baseline(b: dict[str, Any], row: dict[str, Any], threshold: float, drift: A
     return []
 
 
-def _change(c: dict[str, Any], row: dict[str, Any], drift: Any, level: float, h: float) -> list[Event]:
-    se = standard_error(row, level)
-    if se is None:
+def _change(c: dict[str, Any], row: dict[str, Any], se: float, drift: Any, h: float) -> list[Event]:
+    cfg, value = drift.change, float(row["value"])
+    if c["n"] < cfg.reference_windows:
+        cusum.learn(c, value, se)
         return []
-    cfg = drift.change
-    n = c["n"]
-    if n < cfg.reference_windows:
-        _learn(c, row["value"], se)
-        return []
-    c.setdefault("pending", [0, 0.0, 0.0, 0.0])  # detector states stored before the field existed
-    mean, tau2, mean_var = _reference(c)
-    scale = math.sqrt(se * se + tau2 + (mean_var + tau2) / n)
-    z = (row["value"] - mean) / scale if scale > 0 else 0.0
-    details = {"z": z, "reference": mean, "tau": math.sqrt(tau2), "reference_windows": n}
+    z, details = cusum.standardise(c, value, se)
     if c["open"] is None:
-        before = c["cusum"]
-        c["cusum"] = max(0.0, before - z - cfg.k)
-        if c["cusum"] == 0.0:
-            c["since"] = None
-        elif before == 0.0 or c["since"] is None:
-            c["since"] = row["window_start"]
+        if c["cusum"] <= 0.0:
+            c["since"] = row["window_start"]  # the first window of an excursion, if this one starts it
+        alarm = cusum.watch(c, value, se, cfg.k, h)
         details["cusum"], details["h"] = c["cusum"], h
-        if c["cusum"] > h:
-            c["open"], c["ok"] = {"since": c["since"], "window": row.get("window_index")}, 0
-            c["pending"] = [0, 0.0, 0.0, 0.0]  # the excursion's windows never enter the reference
-            reason = (
-                f"agreement fell: CUSUM {c['cusum']:.1f} > {h:.2f}; window value {row['value']:.3f}"
-                f"{_interval(row)} is {-z:.1f} SE below the reference {mean:.3f} (mean of {n} earlier "
-                "windows)"
-            )
-            return [Event("open", "change", c["since"], row, reason, details)]
-        if c["cusum"] > h / 2.0 or c["pending"][0]:  # a drop on its way to an alarm: keep it out of the reference
-            _hold(c, row["value"], se)
-        else:  # small excursions are the noise the reference must learn: a reference that stops learning at every
-            _learn(c, row["value"], se)  # wobble starts from too few windows and raises false alarms
-        if c["cusum"] == 0.0:  # the excursion ended without an alarm: its windows were in control after all
-            _release(c)
-        return []
-    if c["ok"] < drift.close_after:
-        c["ok"] = c["ok"] + 1 if z >= -cfg.close_bound else 0
-        c["cusum"] = 0.0  # the cool-down watches for a renewed alarm from a fresh start
-    else:  # cooling down: a renewed alarm continues the same incident
-        c["cusum"] = max(0.0, c["cusum"] - z - cfg.k)
-        c["ok"], c["cusum"] = (0, 0.0) if c["cusum"] > h else (c["ok"] + 1, c["cusum"])
-    if c["ok"] >= drift.close_after + drift.cooldown:
-        since = c["open"]["since"]
-        c["open"], c["ok"], c["cusum"], c["since"] = None, 0, 0.0, None
+        if not alarm:
+            return []
+        c["open"] = {"since": c["since"], "window": row.get("window_index")}
         reason = (
-            f"back within {cfg.close_bound:g} SE of the reference {mean:.3f} for {drift.close_after} "
-            f"window(s), then {drift.cooldown} without an alarm (last value {row['value']:.3f}{_interval(row)})"
+            f"agreement fell: CUSUM {c['cusum']:.1f} > {h:.2f}; window value {value:.3f}{_interval(row)} is "
+            f"{-z:.1f} SE below the reference {details['reference']:.3f} (mean of {details['reference_windows']} "
+            "earlier windows)"
         )
-        return [Event("close", "change", since, row, reason, details)]
-    return []
-
-
-def _learn(c: dict[str, Any], value: float, se: float) -> None:
-    """Add an in-control window to the reference (running sums of value, value², se²)."""
-    c["n"] += 1
-    c["sum"] += value
-    c["sum_sq"] += value * value
-    c["sum_var"] += se * se
-
-
-def _hold(c: dict[str, Any], value: float, se: float) -> None:
-    """Keep a window of the current excursion aside; it joins the reference only if no alarm follows."""
-    pending = c["pending"]
-    pending[0] += 1
-    pending[1] += value
-    pending[2] += value * value
-    pending[3] += se * se
-
-
-def _release(c: dict[str, Any]) -> None:
-    n, total, total_sq, total_var = c["pending"]
-    c["n"] += n
-    c["sum"] += total
-    c["sum_sq"] += total_sq
-    c["sum_var"] += total_var
-    c["pending"] = [0, 0.0, 0.0, 0.0]
-
-
-def _reference(c: dict[str, Any]) -> tuple[float, float, float]:
-    """(mean, excess between-window variance tau², mean within-window variance) of the reference."""
-    n = c["n"]
-    mean = c["sum"] / n
-    var = max(0.0, (c["sum_sq"] - n * mean * mean) / (n - 1)) if n > 1 else 0.0
-    mean_var = c["sum_var"] / n
-    return mean, max(0.0, var - mean_var), mean_var
+        return [Event("open", "change", c["since"], row, reason, details)]
+    if not cusum.returned(c, z, cfg.k, h, drift.close_after, cfg.close_bound, drift.cooldown):
+        return []
+    since = c["open"]["since"]
+    cusum.reopen_ready(c)
+    reason = (
+        f"back at the pre-episode reference {details['reference']:.3f} (return CUSUM above {h:.2f}, the last "
+        f"{drift.close_after} window(s) within {cfg.close_bound:g} SE), then {drift.cooldown} window(s) without an "
+        f"alarm (last value {value:.3f}{_interval(row)})"
+    )
+    return [Event("close", "change", since, row, reason, details)]
 
 
 def _interval(row: dict[str, Any]) -> str:

@@ -132,6 +132,8 @@ class Monitor:
             finished = datetime.now(UTC)
             summary["finished_at"] = finished.isoformat()
             passes.record_pass(conn, self.name, pass_id, "ok", started, finished, summary)
+            t0 = time.perf_counter()
+        timing["commit"] = round(time.perf_counter() - t0, 4)  # returned, not stored: the record is committed with it
         return summary
 
     def _question(

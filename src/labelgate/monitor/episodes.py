@@ -11,6 +11,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from labelgate.monitor import drift as drift_mod
+from labelgate.monitor.windows import WINDOW_METRICS
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.serialize import to_jsonable, utc
 from labelgate.pipeline.tables import detectors_table, episodes_table, streams_table, windows_table
@@ -36,6 +37,20 @@ def thresholds(cfg: MonitorConfig, question: Any, irr_trusted: float | None) -> 
         out["irr_crowd"] = irr * gate.min_ratio
     out["irr_trusted"] = None
     return out
+
+
+def series_count(cfg: MonitorConfig) -> int:
+    """Series the monitor watches, the ``S`` of the false-alarm budget (:mod:`labelgate.monitor.arl`): per question,
+    the window metrics under the change detector plus those with a baseline gate."""
+    drift = cfg.monitor.drift
+    metrics = [m for m in cfg.monitor.metrics if m in WINDOW_METRICS]
+    baseline = set(drift.baseline_metrics if drift.baseline_metrics is not None else metrics)
+    count = 0
+    for question in cfg.questions:
+        gated = thresholds(cfg, question, 1.0)  # any trusted IRR: only whether a gate exists matters here
+        count += sum(m in drift.change.metrics for m in metrics)
+        count += sum(drift.baseline and m in baseline and gated.get(m) is not None for m in metrics)
+    return count
 
 
 def record_event(

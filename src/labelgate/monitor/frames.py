@@ -1,5 +1,7 @@
 """The judgements of one question in the accepted deliveries, in canonical columns: ids as text, pool codes and
-times in microseconds; rows without an item, rater, known pool or time are counted as invalid and dropped."""
+times in microseconds; rows without an item, rater, known pool or time are counted as invalid and dropped. An item a
+delivery restates (:attr:`~labelgate.pipeline.sources.deliveries.Delivery.restates`) adds one marker row (pool
+``RESTATED``, no rater or label), so that the merge sees it even when the delivery has no judgement left on it."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pandas as pd
 
 from labelgate.errors import InputError, Reason
 from labelgate.monitor.intake import Accepted
-from labelgate.monitor.touched import CROWD, TRUSTED
+from labelgate.monitor.touched import CROWD, RESTATED, TRUSTED
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.deliveries import Delivery, parse_timestamps
 
@@ -25,6 +27,10 @@ def question_frame(
     frames = []
     for acc in accepted:
         df = acc.delivery.frame
+        if acc.delivery.restates:
+            items = list(acc.delivery.restates)
+            frames.append(pd.DataFrame({"item_id": items, "rater_id": None, "label": None, "ts": 0,
+                                        "delivery_no": acc.number, "pool": RESTATED}))
         if df is None or df.empty:
             continue
         out, n_invalid = _delivery_frame(cfg, question, acc, df)

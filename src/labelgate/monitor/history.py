@@ -17,6 +17,7 @@ import pandas as pd
 from sqlalchemy import or_, select
 
 from labelgate.monitor.engine import Monitor
+from labelgate.monitor.rater_rows import judge_stored
 from labelgate.pipeline.serialize import utc
 from labelgate.pipeline.tables import episodes_table, raters_table, streams_table, windows_table
 
@@ -101,7 +102,7 @@ def history(config_or_path: Any, since: str | datetime | None = None) -> dict[st
         }
         for row in episode_rows
     ]
-    return {"windows": windows, "episodes": episodes, "raters": [dict(r) for r in rater_rows]}
+    return {"windows": windows, "episodes": episodes, "raters": judge_stored(rater_rows, monitor.cfg.monitor.raters)}
 
 
 def _micros(since: str | datetime | None) -> int | None:

@@ -1,5 +1,9 @@
 """A monitor's deliveries: collect the new ones from the source, accept them into the deliveries table (duplicates and
-empty deliveries recorded, not merged), record their merge counts, and advance the source watermark."""
+empty deliveries recorded, not merged), record their merge counts, and advance the source watermark.
+
+A Label Studio source is read as one restatement per pass: the tasks changed since the watermark, the tasks a caller
+names (a webhook's), and, when a reconciliation is due, the tasks whose stored raters are no longer all among the
+task's annotators (deleted annotations or tasks, which Label Studio does not list)."""
 
 from __future__ import annotations
 
@@ -10,8 +14,11 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.engine import Connection
 
+from labelgate.errors import InputError, Reason
+from labelgate.monitor import judgements, passes
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.deliveries import Delivery, list_files, parse_timestamps, read_since, read_trusted
+from labelgate.pipeline.sources.label_studio_delivery import Hints, ProjectReader
 from labelgate.pipeline.tables import deliveries_table, monitors_table
 
 COUNTS = ("n_new", "n_already", "n_conflicts", "n_invalid", "n_late")
@@ -25,9 +32,14 @@ class Accepted:
     number: int
 
 
-def collect(engine: Engine, cfg: MonitorConfig) -> list[Delivery]:
-    """New deliveries of the source (and the trusted file, when configured and changed)."""
+def collect(engine: Engine, cfg: MonitorConfig, hints: Hints | None = None) -> list[Delivery]:
+    """New deliveries of the source (and the trusted file, when configured and changed).
+
+    ``hints`` (a Label Studio source only): tasks to restate and whether to reconcile in this pass.
+    """
     monitor = cfg.monitor.name
+    if cfg.monitor.source.kind == "label_studio":
+        return _label_studio(engine, cfg, hints or Hints())
     known = _known_files(engine, monitor)
 
     def is_known(delivery_id: str, size: int, mtime_ns: int) -> bool:
@@ -41,6 +53,32 @@ def collect(engine: Engine, cfg: MonitorConfig) -> list[Delivery]:
             select(monitors_table.c.source_watermark).where(monitors_table.c.monitor == monitor)
         ).scalar()
     return out + read_since(cfg, watermark)
+
+
+def _label_studio(engine: Engine, cfg: MonitorConfig, hints: Hints) -> list[Delivery]:
+    """The restatement of a Label Studio project's tasks that changed, were named, or lost annotations."""
+    monitor, src = cfg.monitor.name, cfg.monitor.source
+    if cfg.trusted.path:
+        raise InputError(
+            f"Monitor {monitor!r} reads Label Studio project {src.project}: its trusted pool comes from the project "
+            f"(monitor.source.trusted), not from the file trusted.path = {cfg.trusted.path!r}; remove one.",
+            Reason.INVALID_PARAMETER, setting="trusted.path",
+        )
+    every = src.reconcile_every
+    due = hints.reconcile or (every > 0 and passes.count(engine, monitor, "ok") % every == 0)
+    with engine.connect() as conn:
+        watermark = conn.execute(
+            select(monitors_table.c.source_watermark).where(monitors_table.c.monitor == monitor)
+        ).scalar()
+        stored = judgements.item_raters(conn, monitor) if due else None
+    with ProjectReader(cfg) as reader:
+        changed = reader.changed_tasks(watermark)
+        tasks = set(changed) | set(hints.tasks)
+        if stored is not None:
+            tasks |= reader.vanished(stored)
+        if not tasks:
+            return []
+        return [reader.restatement(tasks, changed)]
 
 
 def _known_files(engine: Engine, monitor: str) -> dict[str, set[tuple[int, int]]]:
@@ -63,7 +101,7 @@ def accept(
     d = deliveries_table
     accepted, rows, seen = [], {}, set()
     for delivery in deliveries:
-        duplicate = (
+        duplicate = not delivery.restates and (  # a restatement is always merged: it states what is now
             delivery.content_hash in seen
             or conn.execute(
                 select(d.c.delivery_no)
@@ -73,7 +111,7 @@ def accept(
             is not None
         )
         n_rows = 0 if delivery.frame is None else len(delivery.frame)
-        status = "duplicate" if duplicate else ("empty" if n_rows == 0 else "merged")
+        status = "duplicate" if duplicate else ("empty" if n_rows == 0 and not delivery.restates else "merged")
         number = conn.execute(
             insert(d).values(
                 monitor=monitor,
@@ -109,10 +147,23 @@ def save_counts(conn: Connection, rows: dict[int, dict[str, Any]]) -> None:
 
 
 def advance_source_watermark(conn: Connection, cfg: MonitorConfig, accepted: list[Accepted]) -> None:
-    """Move a table or parquet source's watermark to the latest timestamp merged (trusted deliveries aside)."""
+    """Move a table or parquet source's watermark to the latest timestamp merged (trusted deliveries aside); a
+    delivery that carries its own (``source_watermark``: Label Studio's latest ``updated_at``) moves it there."""
+    own = [acc.delivery.source_watermark for acc in accepted if acc.delivery.source_watermark is not None]
+    latest = max(own) if own else _latest_timestamp(cfg, accepted)
+    if latest is not None:
+        m, monitor = monitors_table, cfg.monitor.name
+        current = conn.execute(select(m.c.source_watermark).where(m.c.monitor == monitor)).scalar()
+        conn.execute(
+            update(m).where(m.c.monitor == monitor).values(source_watermark=max(latest, current or latest))
+        )
+
+
+def _latest_timestamp(cfg: MonitorConfig, accepted: list[Accepted]) -> int | None:
+    """The latest timestamp of a table or parquet source's merged rows (trusted deliveries aside)."""
     ts = cfg.columns.timestamp
-    if cfg.monitor.source.kind == "files" or not ts:
-        return
+    if cfg.monitor.source.kind not in ("parquet", "sql") or not ts:
+        return None
     latest = None
     for acc in accepted:
         frame = acc.delivery.frame
@@ -120,9 +171,4 @@ def advance_source_watermark(conn: Connection, cfg: MonitorConfig, accepted: lis
             stamps = parse_timestamps(frame[ts]).dropna()
             if len(stamps):
                 latest = max(latest or 0, int(stamps.max()))
-    if latest is not None:
-        m, monitor = monitors_table, cfg.monitor.name
-        current = conn.execute(select(m.c.source_watermark).where(m.c.monitor == monitor)).scalar()
-        conn.execute(
-            update(m).where(m.c.monitor == monitor).values(source_watermark=max(latest, current or latest))
-        )
+    return latest

@@ -1,4 +1,5 @@
-"""A stream's stored judgements: those of some items, those of a range of windows, and inserting new ones."""
+"""A stream's stored judgements: those of some items, those of a range of windows, inserting new ones and deleting
+replaced or removed ones; the raters of every item a monitor holds (to find deletions at a source)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import insert, select
+from sqlalchemy import and_, bindparam, delete, insert, select
 from sqlalchemy.engine import Connection
 
 from labelgate.monitor import windows
 from labelgate.monitor.touched import CROWD
 from labelgate.pipeline.config import Window
-from labelgate.pipeline.tables import judgements_table
+from labelgate.pipeline.tables import judgements_table, streams_table
 
 CHUNK = 500  # ids per IN (...) query
 _INSERT_BATCH = 20_000  # rows per executemany
@@ -67,3 +68,38 @@ def insert_new(conn: Connection, sid: int, new: pd.DataFrame) -> None:
     records = [dict(zip(names, row, strict=True), stream_id=sid) for row in zip(*columns.values(), strict=True)]
     for start in range(0, len(records), _INSERT_BATCH):
         conn.execute(insert(judgements_table), records[start : start + _INSERT_BATCH])
+
+
+def delete_keys(conn: Connection, sid: int, keys: pd.DataFrame) -> None:
+    """Delete the judgements of a stream with these keys (columns ``pool, item_id, rater_id``)."""
+    if keys.empty:
+        return
+    j = judgements_table
+    statement = delete(j).where(
+        and_(j.c.stream_id == sid, j.c.item_id == bindparam("b_item"), j.c.pool == bindparam("b_pool"),
+             j.c.rater_id == bindparam("b_rater"))
+    )
+    records = [
+        {"b_item": item, "b_pool": int(pool), "b_rater": rater}
+        for item, pool, rater in zip(keys["item_id"], keys["pool"], keys["rater_id"], strict=True)
+    ]
+    for start in range(0, len(records), _INSERT_BATCH):
+        conn.execute(statement, records[start : start + _INSERT_BATCH])
+
+
+def item_raters(conn: Connection, monitor: str) -> dict[str, set[str]]:
+    """The raters (both pools) of every item with a stored judgement in any of the monitor's streams.
+
+    Cost: one pass over the monitor's judgements (the reconciliation with a source that does not list deletions).
+    """
+    j, s = judgements_table, streams_table
+    query = (
+        select(j.c.item_id, j.c.rater_id)
+        .join_from(j, s, s.c.stream_id == j.c.stream_id)
+        .where(s.c.monitor == monitor)
+        .distinct()
+    )
+    out: dict[str, set[str]] = {}
+    for item, rater in conn.execute(query):
+        out.setdefault(item, set()).add(rater)
+    return out

@@ -1,10 +1,16 @@
 """Merging a question's judgements into its stream: category codes of the labels (categories grow unless configured),
 re-delivered judgements counted (already merged or conflicting), the merge order of the new ones, and their insertion.
+
+A delivery that restates items (Label Studio: the tasks changed since the watermark, as they are now) replaces
+instead: on each restated item, a stored judgement whose key (pool, item, rater) the delivery has with another label
+is replaced, one it does not have is removed, one it has unchanged stays (its time and merge order too). The merge
+returns what it removed beside what it added, and the cumulative update subtracts the one and adds the other
+(:func:`labelgate.monitor.cumulative.update`), so the stream's sums are those of the current judgements.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,17 +21,29 @@ from labelgate.core.labels import label_key, label_number, plain_label
 from labelgate.monitor import judgements, windows
 from labelgate.monitor.state import Meta
 from labelgate.monitor.stream_store import Stream
-from labelgate.monitor.touched import CROWD
+from labelgate.monitor.touched import CROWD, RESTATED
 from labelgate.pipeline.config import Window
+
+KEY = ["pool", "item_id", "rater_id"]
 
 
 @dataclass
 class Merged:
-    """The judgements a merge added (``new``, with ``code``, ``value``, ``seq``) and the stored judgements of the
-    same items before it (``existing``)."""
+    """The judgements a merge added (``new``, with ``code``, ``value``, ``seq``), the stored judgements of the
+    same items before it (``existing``) and those of them it removed (``removed``: gone from a restated item, or
+    replaced by a ``new`` judgement with the same key)."""
 
     existing: pd.DataFrame
     new: pd.DataFrame
+    removed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=judgements.COLUMNS))
+
+    @property
+    def kept(self) -> pd.DataFrame:
+        """The stored judgements of the touched items that stay (``existing`` without ``removed``)."""
+        if self.removed.empty:
+            return self.existing
+        gone = pd.MultiIndex.from_frame(self.removed[KEY])
+        return self.existing.loc[~pd.MultiIndex.from_frame(self.existing[KEY]).isin(gone)]
 
 
 def merge(
@@ -39,11 +57,20 @@ def merge(
     """Merge a question's frame (:func:`labelgate.monitor.frames.question_frame`) into its stream.
 
     Labels get category codes (invalid ones counted), re-delivered judgements are counted as already merged or
-    conflicting, the new ones get their merge order and are inserted. Counts go to ``delivery_rows`` (per delivery)
-    and ``summary`` (the question's). Returns the new judgements and the stored ones of their items, or None when
-    nothing is new.
+    conflicting, the new ones get their merge order and are inserted. On the items a delivery restates (marker rows
+    of pool ``RESTATED``), its judgements replace the stored ones (``n_replaced``), stored judgements it lacks are
+    deleted (``n_removed``) and unchanged ones count as already merged. Counts go to ``delivery_rows`` (per
+    delivery) and ``summary`` (the question's). Returns the new judgements, the stored ones of their items and the
+    removed ones, or None when nothing changed.
     """
     meta, sid = stream.meta, stream.row["stream_id"]
+    for name in ("n_replaced", "n_removed"):
+        summary.setdefault(name, 0)
+        for row in delivery_rows.values():
+            row.setdefault(name, 0)
+    marker = (frame["pool"].to_numpy() == RESTATED) if len(frame) else np.zeros(0, dtype=bool)
+    restated = frame.loc[marker].drop_duplicates("item_id", keep="last").set_index("item_id")["delivery_no"]
+    frame = frame.loc[~marker]
     codes, values, valid = _codes(frame["label"], meta, stream.explicit)
     for number, bad in frame.loc[~valid].groupby("delivery_no").size().items():
         delivery_rows[int(number)]["n_invalid"] += int(bad)
@@ -52,26 +79,59 @@ def merge(
     first = ~frame.duplicated(["pool", "item_id", "rater_id"], keep="first")
     _count(frame.loc[~first], frame.loc[first], delivery_rows, summary)
     frame = frame.loc[first]
-    if frame.empty:
+    items = pd.unique(pd.concat([frame["item_id"], restated.index.to_series()], ignore_index=True))
+    if len(items) == 0:
         return None
-    existing = judgements.load_items(conn, sid, frame["item_id"].unique().tolist())
-    key = ["pool", "item_id", "rater_id"]
-    joined = frame.merge(existing[[*key, "code"]].rename(columns={"code": "stored"}), on=key, how="left")
+    existing = judgements.load_items(conn, sid, items.tolist())
+    joined = frame.merge(existing[[*KEY, "code"]].rename(columns={"code": "stored"}), on=KEY, how="left")
     fresh = joined["stored"].isna().to_numpy()
+    stating = (joined["item_id"].map(restated) == joined["delivery_no"]).to_numpy(bool)
     _count(
-        joined.loc[~fresh].assign(code=joined["code"], clash=joined["stored"]),
+        joined.loc[~fresh & ~stating].assign(code=joined["code"], clash=joined["stored"]),
         None,
         delivery_rows,
         summary,
     )
-    new = frame.loc[fresh]
-    if new.empty:
+    changed = stating & ~fresh & (joined["code"].to_numpy() != joined["stored"].to_numpy())
+    _count(joined.loc[stating & ~fresh & ~changed].assign(clash=joined["code"]), None, delivery_rows, summary)
+    removed = _removed(existing, joined.loc[stating, KEY], joined.loc[changed, KEY], restated, delivery_rows, summary)
+    new = frame.loc[fresh | changed]
+    if new.empty and removed.empty:
         return None
+    judgements.delete_keys(conn, sid, removed)
+    if new.empty:
+        return Merged(existing, new.assign(seq=np.zeros(0, dtype=np.int64)), removed)
     if meta.numeric and meta.center is None:
         meta.center = float(new["value"].iloc[0])
     new = _sequence(stream.row, new, window, delivery_rows, summary)
+    replaced = joined.loc[changed].groupby("delivery_no").size()
+    for number, count in replaced.items():  # a replacement is counted as replaced, not as new
+        delivery_rows[int(number)]["n_new"] -= int(count)
+        delivery_rows[int(number)]["n_replaced"] += int(count)
+    summary["n_new"] -= int(replaced.sum())
+    summary["n_replaced"] += int(replaced.sum())
     judgements.insert_new(conn, sid, new)
-    return Merged(existing, new)
+    return Merged(existing, new, removed)
+
+
+def _removed(
+    existing: pd.DataFrame,
+    stated: pd.DataFrame,
+    replaced: pd.DataFrame,
+    restated: pd.Series,
+    delivery_rows: dict[int, dict[str, Any]],
+    summary: dict[str, Any],
+) -> pd.DataFrame:
+    """The stored judgements a merge removes: those of a restated item whose key its delivery does not state (counted
+    as ``n_removed`` of that delivery), and those ``replaced`` by a new label."""
+    if existing.empty:
+        return existing
+    keys = pd.MultiIndex.from_frame(existing[KEY])
+    absent = existing["item_id"].isin(restated.index).to_numpy(bool) & ~keys.isin(pd.MultiIndex.from_frame(stated))
+    for number, count in existing.loc[absent, "item_id"].map(restated).value_counts().items():
+        delivery_rows[int(number)]["n_removed"] += int(count)
+        summary["n_removed"] += int(count)
+    return existing.loc[absent | keys.isin(pd.MultiIndex.from_frame(replaced))]
 
 
 def _count(

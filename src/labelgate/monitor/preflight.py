@@ -6,12 +6,19 @@ detector learns its reference from), for every series with a baseline threshold:
 - the level :math:`m` (mean window value), the window standard error :math:`s` (root mean square of the windows'
   bootstrap standard errors) and the total window-to-window spread :math:`v = \max(s^2, \widehat{\mathrm{var}})`;
 - the chance that a stable window breaches (the ``ci_high`` rule: :math:`x + z s < t`),
-  :math:`p = \Phi\big((t - z s - m)/\sqrt v\big)` (the ``value`` rule drops :math:`z s`), as breaching windows per
-  100 — each one an alert when no episode is open;
-- when :math:`p` exceeds 1 %: the threshold at which it would be 1 %, :math:`m - z s - z_{0.99}\sqrt v`, and the window
-  size at which the current threshold would be (window standard errors scale as :math:`1/\sqrt{\text{items}}`);
+  :math:`p = \Phi\big((t - z s - m)/\sqrt v\big)` (the ``value`` rule drops :math:`z s`;
+  :func:`labelgate.monitor.arl.breach_probability`), as breaching windows per 100, and how many windows apart false
+  episodes open with the rule's persistence ``r`` (:func:`labelgate.monitor.arl.baseline_persistence`),
+  :math:`\mathrm{ARL}(p, r)` (:func:`labelgate.monitor.arl.runs_arl`; with the default hysteresis an open episode
+  then lasts, one incident);
+- a warning when that is shorter than the series' share of the monitor's target (the run length ``T`` of
+  :mod:`labelgate.monitor.arl`), with the threshold at which it would be ``T`` — the breach probability
+  :math:`p^*` with :math:`\mathrm{ARL}(p^*, r) = T`, :math:`t^* = m + z s + \Phi^{-1}(p^*)\sqrt v` — and the window
+  size at which the current threshold would do (window standard errors scale as :math:`1/\sqrt{\text{items}}`);
 - for the change detector, the smallest sustained drop it detects within 10 windows on average,
-  :math:`(k + h/10)\sqrt v` (a one-sided CUSUM gains :math:`\delta - k` a window on a shift of :math:`\delta` SE).
+  :math:`(k + (h + 1.166)/10)\sqrt v` (a one-sided CUSUM gains :math:`\delta - k` a window on a shift of
+  :math:`\delta` SE and alarms at about :math:`h + 1.166`), with ``h`` from the monitor's budget
+  (:func:`labelgate.monitor.episodes.series_count`).
 
 One line per series; ``labelgate monitor --config … --check``.
 """
@@ -22,14 +29,12 @@ import math
 from statistics import NormalDist
 from typing import Any
 
+from labelgate.monitor import arl, episodes
 from labelgate.monitor import drift as drift_mod
-from labelgate.monitor.arl import cusum_limit
 from labelgate.monitor.history import history
 from labelgate.pipeline.config import MonitorConfig, as_monitor_config
 
 _NORMAL = NormalDist()
-#: Breaching windows per window above which a baseline gate is said to sit within noise.
-TOLERATED = 0.01
 #: Windows within which the change detector's detectable drop is reported.
 DETECTION_WINDOWS = 10
 
@@ -39,8 +44,10 @@ def check(config: Any) -> list[dict[str, Any]]:
 
     Each finding has ``question``, ``metric``, ``windows`` (used), and, when there are enough windows, ``level``,
     ``window_se``, ``spread``, ``items`` (median per window); for a baseline gate ``threshold``,
-    ``breaches_per_100``, ``warn`` and, when it warns, ``suggested_threshold`` and ``suggested_items``; for a
-    change-detected series ``detectable_drop``. ``message`` says it in one line.
+    ``breaches_per_100``, ``persistence``, ``false_episode_every`` and ``target_every`` (windows), ``warn`` and, when
+    it warns,
+    ``suggested_threshold`` and ``suggested_items``; for a change-detected series ``detectable_drop``. ``message``
+    says it in one line.
     """
     cfg: MonitorConfig = as_monitor_config(config)
     drift = cfg.monitor.drift
@@ -50,8 +57,7 @@ def check(config: Any) -> list[dict[str, Any]]:
         series.setdefault((row["question"], row["metric"]), []).append(row)
     change_metrics = set(drift.change.metrics)
     baseline_metrics = set(drift.baseline_metrics if drift.baseline_metrics is not None else cfg.monitor.metrics)
-    n_series = len(change_metrics & set(cfg.monitor.metrics)) * len(cfg.questions)
-    h = cusum_limit(drift.change, n_series)
+    h = arl.cusum_limit(drift.change, episodes.series_count(cfg))
     findings = []
     for question in cfg.questions:
         for metric in cfg.monitor.metrics:
@@ -85,44 +91,63 @@ def _finding(question: str, metric: str, rows: list[dict[str, Any]], cfg: Monito
     if baseline:
         threshold = float(next(r["threshold"] for r in reversed(rows) if r["threshold"] is not None))
         z = _NORMAL.inv_cdf(0.5 + level_ci / 2.0) if drift.baseline_rule == "ci_high" else 0.0
-        p = _breach_probability(m, s, spread, threshold, z)
-        out.update(threshold=threshold, breaches_per_100=100.0 * p, warn=p > TOLERATED)
+        p = arl.breach_probability(m, s, spread, threshold, z)
+        runs = arl.baseline_persistence(drift, h, level_ci, s, spread)
+        every = arl.runs_arl(p, runs)
+        share = arl.run_length(drift.change.k, h)  # the series' share of the monitor's target
+        out.update(threshold=threshold, breaches_per_100=100.0 * p, persistence=runs, false_episode_every=every,
+                   target_every=share, warn=every < share)
         text = (f"gate {metric} >= {threshold:.3f}: {100 * p:.1f} breaching windows per 100 expected on stable data "
-                f"at {items} items per window (level {m:.3f}, window SE {s:.3f})")
-        if p > TOLERATED:
-            suggested = m - z * s - _NORMAL.inv_cdf(1 - TOLERATED) * spread
-            larger = _items_needed(m, s, spread, threshold, z, items)
+                f"at {items} items per window (level {m:.3f}, window SE {s:.3f}); an episode opens after {runs} in a "
+                f"row: a false one every {_windows(every)} windows (the target allows one every {share:.0f})")
+        if every < share:
+            tolerated = _tolerated(share, runs)
+            suggested = m + z * s + _NORMAL.inv_cdf(tolerated) * spread
+            larger = _items_needed(m, s, spread, threshold, z, items, tolerated)
             out.update(suggested_threshold=suggested, suggested_items=larger)
             text += f"; lower it to {suggested:.3f}" + (
                 f" or use windows of >= {larger} items" if larger is not None else
                 " (the level itself is too close to it for any window size)")
         parts.append(text)
     if change:
-        drop = (drift.change.k + h / DETECTION_WINDOWS) * spread
+        drop = (drift.change.k + (h + 1.166) / DETECTION_WINDOWS) * spread
         out["detectable_drop"] = drop
         parts.append(f"the change detector sees a sustained drop of >= {drop:.3f} within {DETECTION_WINDOWS} windows")
     out["message"] = f"[{question}] " + ("; ".join(parts) if parts else metric)
     return out
 
 
-def _breach_probability(m: float, s: float, spread: float, threshold: float, z: float) -> float:
-    return _NORMAL.cdf((threshold - z * s - m) / spread) if spread > 0 else float(m + z * s < threshold)
+def _windows(count: float) -> str:
+    if not math.isfinite(count):
+        return "never (no breach on stable data)"
+    return f"{count:.0f}" if count < 1e6 else "> 1,000,000"
 
 
-def _items_needed(m: float, s: float, spread: float, threshold: float, z: float, items: int) -> int | None:
-    """Items per window at which the current threshold breaches at most :data:`TOLERATED` of stable windows.
-
-    The window-to-window spread beyond sampling (item and rater mix) does not shrink with the window: only ``s``
-    does, as ``1 / sqrt(items)``.
-    """
-    tau2 = max(spread * spread - s * s, 0.0)
-    q = _NORMAL.inv_cdf(1 - TOLERATED)
-    gap = m - threshold
-    if s <= 0 or gap <= q * math.sqrt(tau2):
-        return None
-    low, high = 0.0, s  # bisection on the new window standard error
+def _tolerated(share: float, runs: int) -> float:
+    """The breach probability at which ``runs`` breaches in a row come once every ``share`` windows."""
+    low, high = 0.0, 1.0  # runs_arl falls as p grows
     for _ in range(60):
         mid = (low + high) / 2.0
-        ok = gap >= z * mid + q * math.sqrt(mid * mid + tau2)
-        low, high = (mid, high) if ok else (low, mid)
-    return math.ceil(items * (s / low) ** 2) if low > 0 else None
+        low, high = (mid, high) if arl.runs_arl(mid, runs) > share else (low, mid)
+    return low
+
+
+def _items_needed(m: float, s: float, spread: float, threshold: float, z: float, items: int,
+                  tolerated: float) -> int | None:
+    """The smallest window (items, in steps of 25 %) at which the current threshold breaches stable windows with at
+    most the probability ``tolerated``; None up to 10,000 times the current window.
+
+    The window-to-window spread beyond sampling (item and rater mix) does not shrink with the window: only ``s``
+    does, as ``1 / sqrt(items)``. Under the ``ci_high`` rule narrower intervals can breach *more* often (a level
+    below the threshold is then seen for what it is), so larger windows do not always help.
+    """
+    tau2 = max(spread * spread - s * s, 0.0)
+    if s <= 0:
+        return None
+    factor = 1.0
+    while factor < 1e4:
+        factor *= 1.25
+        narrower = s / math.sqrt(factor)
+        if arl.breach_probability(m, narrower, math.sqrt(narrower * narrower + tau2), threshold, z) <= tolerated:
+            return math.ceil(items * factor)
+    return None

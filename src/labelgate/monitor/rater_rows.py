@@ -1,20 +1,25 @@
 """The per-rater diagnostic rows of a stream (what ``history`` reports): the collusion test on the candidate pairs and
-the rows of the raters a pass touched, flagged or unflagged, recomputed from their stored sums."""
+the rows of the raters a pass touched, flagged or unflagged, recomputed from their stored sums.
+
+A pass rewrites only the rows of the raters it touched, so the stored rows carry each rater's p-value but no
+``low_agreement`` flag: :func:`judge_stored` flags them across every rater of the pool and question when they are
+read (the family of the Benjamini-Hochberg procedure is the whole pool, as in the gate)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from labelgate.metrics.diagnostics import block_width, evaluate_pairs, rater_rows_from_sums
+from labelgate.metrics.diagnostics import block_width, evaluate_pairs, judge_rows, rater_rows_from_sums
 from labelgate.monitor.rater_store import keyed_rater_update, load_sums
 from labelgate.monitor.raters import stack_raters, unpack_rater
 from labelgate.monitor.state import Meta
 from labelgate.monitor.touched import CROWD
-from labelgate.pipeline.config import MonitorConfig
+from labelgate.pipeline.config import MonitorConfig, RaterChecks
 from labelgate.pipeline.tables import pairs_table, raters_table
 
 
@@ -101,6 +106,8 @@ def _write_rows(
         partners={g: partners.get(rid, []) for g, rid in enumerate(ids)},
         min_agreement=checks.min_agreement,
         min_shared_items=checks.min_shared_items,
+        effect=checks.effect,
+        fdr=None,  # judged across the whole pool when read (judge_stored)
     )
     question = stream_row["question"]
     records = [
@@ -109,3 +116,19 @@ def _write_rows(
         for rid, row in zip(ids, rows, strict=True)
     ]
     conn.execute(keyed_rater_update(row=bindparam("row"), flagged=bindparam("flagged")), records)
+
+
+def judge_stored(rows: Iterable[dict[str, Any]], checks: RaterChecks) -> list[dict[str, Any]]:
+    """The stored rows, judged ``low_agreement`` per (question, pool) by
+    :func:`labelgate.metrics.diagnostics.judge_rows`.
+
+    Rows keep their order; rows of an older store (no ``p_value`` key) are left as they are.
+    """
+    rows = [dict(r) for r in rows]
+    families: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for row in rows:
+        if "p_value" in row:
+            families.setdefault((row.get("question"), row.get("pool")), []).append(row)
+    for family in families.values():
+        judge_rows(family, fdr=checks.fdr, power=checks.power, min_items=checks.min_shared_items)
+    return rows

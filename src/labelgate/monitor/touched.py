@@ -14,6 +14,8 @@ import pandas as pd
 
 # Pool codes of the stored judgements.
 CROWD, TRUSTED = 0, 1
+# Pool code of a marker row in a question's frame: an item its delivery restates (no judgement; never stored).
+RESTATED = -1
 
 
 @dataclass

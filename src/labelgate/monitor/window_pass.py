@@ -92,6 +92,7 @@ def _measure_window(
     records, events = [], []
     drift = cfg.monitor.drift
     change_metrics = set(drift.change.metrics)
+    limit = cusum_limit(drift.change, episodes.series_count(cfg))  # the monitor's budget over all its series
     baseline_metrics = set(drift.baseline_metrics if drift.baseline_metrics is not None else scope.metrics)
     worst: list[str] | None = None
     for metric in scope.metrics:
@@ -105,7 +106,7 @@ def _measure_window(
             change=metric in change_metrics,
             drift=drift,
             level=cfg.interval.ci or 0.95,
-            h=cusum_limit(drift.change, len(change_metrics & set(scope.metrics)) * len(cfg.questions)),
+            h=limit,
         )
         for event in found:
             if event.transition == "open" and worst is None:

@@ -7,6 +7,8 @@ LabelGate is refused. Applied steps are frozen: a new shape is a new step.
 Databases of earlier releases kept the monitor's tables on a chain of their own (``labelgate_monitor_schema``);
 step 2 adopts them. Step 3 turns the gate's runs table from a cache (one row per batch and configuration) into an
 append-only audit log: the unique key goes, the inputs digest and the reuse link come, every record is kept.
+Step 4 replaces the index of the monitor's collusion candidates by a partial covering one, so that a monitor pass
+reads its candidate pairs without scanning every pair tallied so far.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import MIGRATION_LOCK, transaction
 
 #: Version of the schema this code reads and writes.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MONITOR_TABLES: tuple[Table, ...] = (
     t.monitors_table,
@@ -118,12 +120,24 @@ def _step_3(conn: Connection) -> None:
     conn.execute(text("DROP TABLE labelgate_runs_v1"))
 
 
+def _step_4(conn: Connection) -> None:
+    # The full (stream_id, candidate) index of the pairs table lost to the primary key in SQLite's planner (every
+    # pair read to find the candidates) and cost an index write per new pair; the partial covering index that
+    # replaces it holds the candidate pairs alone.
+    conn.execute(text("DROP INDEX IF EXISTS ix_labelgate_monitor_pairs_candidate"))
+    for index in t.pairs_table.indexes:
+        if index.name == "ix_labelgate_monitor_pairs_candidates":
+            index.create(conn, checkfirst=True)
+
+
 _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _step_1),
     2: ("monitor tables (streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, passes) "
         "and the alert-delivery ledger", _step_2),
     3: ("runs table as an append-only audit log: inputs digest, trusted hash, version, reuse link; no unique key",
         _step_3),
+    4: ("monitor pairs: a partial covering index of the collusion candidates instead of (stream_id, candidate)",
+        _step_4),
 }
 
 
@@ -142,7 +156,7 @@ def migrate(engine: Engine, what: str = "The results store") -> int:
     >>> from labelgate.pipeline.database import make_engine
     >>> engine = make_engine("sqlite://")
     >>> migrate(engine), migrate(engine), schema_version(engine)
-    (3, 3, 3)
+    (4, 4, 4)
     """
     with transaction(engine, write=True, lock=MIGRATION_LOCK) as conn:
         t.schema_version_table.create(conn, checkfirst=True)

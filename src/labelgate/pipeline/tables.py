@@ -177,8 +177,21 @@ pairs_table = Table(
     Column("n", Integer, nullable=False),
     Column("agree", Integer, nullable=False),
     Column("candidate", Boolean, nullable=False, default=False),  # n >= min_pair_items: tested every pass
-    Index("ix_labelgate_monitor_pairs_candidate", "stream_id", "candidate"),
     sqlite_with_rowid=False,
+)
+# The candidate pairs a pass re-tests, read from an index that holds them alone (partial) with every column the test
+# reads (covering): the read costs the candidates, not the pairs tallied so far, and tallying a non-candidate pair
+# writes no index page. (A full (stream_id, candidate) index was not chosen by SQLite's planner over the primary key,
+# which made the read a scan of every pair.)
+_CANDIDATE = pairs_table.c.candidate.is_(True)
+Index(
+    "ix_labelgate_monitor_pairs_candidates",
+    pairs_table.c.stream_id,
+    pairs_table.c.candidate,
+    pairs_table.c.n,
+    pairs_table.c.agree,
+    sqlite_where=_CANDIDATE,
+    postgresql_where=_CANDIDATE,
 )
 
 windows_table = Table(

@@ -20,8 +20,8 @@ from labelgate.reporting.plots import Point
 from labelgate.reporting.timeplots import Series, Span, TimePoint
 from labelgate.reporting.values import finite, fmt, interval, mapping, number, parse_time
 
-__all__ = ["COLOURS", "NAMES", "Figure", "Figures", "by_question", "episode_rows", "monitoring", "raters", "sort_value",
-           "strip_figure"]
+__all__ = ["COLOURS", "NAMES", "Figure", "Figures", "by_question", "episode_rows", "monitoring", "rater_judgement",
+           "raters", "sort_value", "strip_figure"]
 
 _log = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ _GROUPS = (("normalized_cross_kappa",), ("irr_crowd", "irr_trusted", "cross_kapp
 _SERIES_COLOURS = {"irr_crowd": plots.COLOURS["crowd"], "irr_trusted": plots.COLOURS["trusted"],
                    "cross_kappa": plots.COLOURS["kx"]}
 RATER_TABLE_MAX = 100
+#: Raters listed under "too few items to judge" (the rest are counted; result.json has them all).
+UNJUDGED_TABLE_MAX = 20
 _MARKERS_UP_TO = 200  # longer series are drawn as a line and band only (size)
 
 
@@ -126,14 +128,69 @@ def raters(question: str, rows: Iterable[Any], figures: Figures, with_figure: bo
              for k, r in enumerate(flagged[:RATER_TABLE_MAX])]
     return {"computed": True, "n": len(all_rows), "by_pool": by_pool, "n_flagged": len(flagged), "by_flag": by_flag,
             "not_drawn": len(all_rows) - len(plotted), "figure": figure, "labelled": len(labelled),
-            "table": table, "more": max(len(flagged) - RATER_TABLE_MAX, 0)}
+            "table": table, "more": max(len(flagged) - RATER_TABLE_MAX, 0), **_unjudged(all_rows)}
+
+
+def _unjudged(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The raters the data cannot judge yet (``judged`` false): counted, and listed closest to a judgement first.
+
+    Each shows its items on the basis it is (or will be) judged on and the workload it needs
+    (:func:`labelgate.metrics.diagnostics.judge_rows`). Rows of older records carry no ``judged``: not counted.
+    """
+    judged = [r for r in rows if "judged" in r]
+    waiting = [r for r in judged if not r.get("judged") and not r.get("flags")]
+    waiting.sort(key=lambda r: (sort_value(_shortfall(r)), str(r.get("rater_id"))))
+    table = [{"rater": r.get("rater_id"), "pool": r.get("pool"), "n_items": number(_basis_items(r)),
+              "basis": _basis_name(r), "needs": _needs_text(r), "kappa": number(_agreement(r))}
+             for r in waiting[:UNJUDGED_TABLE_MAX]]
+    return {"n_judgeable": len(judged), "n_judged": sum(bool(r.get("judged")) for r in judged),
+            "n_too_few": len(waiting), "too_few": table, "too_few_more": max(len(waiting) - UNJUDGED_TABLE_MAX, 0)}
+
+
+def _basis_name(r: Mapping[str, Any]) -> str:
+    workload = mapping(r.get("workload"))
+    basis = r.get("agreement_basis") or workload.get("basis")
+    return "co-rated" if basis == "peers" else "shared"
+
+
+def _basis_items(r: Mapping[str, Any]) -> Any:
+    return r.get("n_loo_items") if _basis_name(r) == "co-rated" else r.get("n_shared_items")
+
+
+def _agreement(r: Mapping[str, Any]) -> Any:
+    return r.get("loo_agreement") if _basis_name(r) == "co-rated" else r.get("kappa_vs_trusted")
+
+
+def _shortfall(r: Mapping[str, Any]) -> float | None:
+    needs, have = r.get("needs_items"), _basis_items(r)
+    return float(needs) - float(have) if finite(needs) and finite(have) else None
+
+
+def rater_judgement(r: Mapping[str, Any]) -> str:
+    """How the data judges a rater, in words: flagged, judged, or "too few items to judge (needs ≥ N shared items)".
+
+    >>> rater_judgement({"judged": False, "flags": [], "needs_items": 23, "agreement_basis": "trusted"})
+    'too few items to judge (needs ≥ 23 shared items)'
+    """
+    if "low_agreement" in (r.get("flags") or []):
+        return "flagged low_agreement"
+    if "judged" not in r:
+        return ""
+    return "judged" if r.get("judged") else f"too few items to judge ({_needs_text(r)})"
+
+
+def _needs_text(r: Mapping[str, Any]) -> str:
+    needs = r.get("needs_items")
+    return f"needs ≥ {int(needs):,} {_basis_name(r)} items" if finite(needs) else "no workload reaches the power"
 
 
 def _rater_tip(r: Mapping[str, Any]) -> str:
     flags = ", ".join(str(f) for f in r.get("flags") or []) or "none"
+    judgement = rater_judgement(r)
     return (f"rater {r.get('rater_id')} ({r.get('pool') or '?'}): {r.get('n_ratings')} ratings, "
             f"{r.get('n_shared_items')} shared items, κ vs trusted {fmt(r.get('kappa_vs_trusted'))} "
-            f"[{fmt(r.get('kappa_ci_low'))}, {fmt(r.get('kappa_ci_high'))}], flags: {flags}")
+            f"[{fmt(r.get('kappa_ci_low'))}, {fmt(r.get('kappa_ci_high'))}], flags: {flags}"
+            + (f"; {judgement}" if judgement and not judgement.startswith("flagged") else ""))
 
 
 # ----------------------------------------------------------------------------------- agreement over time

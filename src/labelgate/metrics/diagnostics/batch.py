@@ -2,27 +2,22 @@ r"""The diagnostics of a whole batch: :func:`rater_diagnostics` and the :func:`d
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from labelgate.core.ratings import Ratings, common_categories
-from labelgate.errors import ParameterError, check_option
-from labelgate.metrics._engine import make_rng
-from labelgate.metrics.diagnostics.blocks import distance_kind, kappa_finalize
-from labelgate.metrics.diagnostics.intervals import rater_bootstrap
+from labelgate.errors import ParameterError
+from labelgate.metrics.diagnostics.blocks import distance_kind
 from labelgate.metrics.diagnostics.pairs import collusion_partners
 from labelgate.metrics.diagnostics.rows import rater_rows_from_sums
 from labelgate.metrics.diagnostics.sums import rater_sums
 
-IntervalMethod = Literal["bootstrap", "delta"]
-
 
 def rater_diagnostics(pool: Ratings, trusted: Ratings | None = None, *, pool_name: str = "crowd",
-                      ci: float | None = 0.95, n_boot: int = 1000, seed: Any = None,
-                      interval: IntervalMethod = "bootstrap", min_agreement: float = 0.2,
-                      min_shared_items: int = 10, collusion_margin: float = 0.3, min_pair_items: int = 20,
-                      center: float | None = None) -> list[dict[str, Any]]:
+                      ci: float | None = 0.95, min_agreement: float = 0.2, min_shared_items: int = 10,
+                      effect: float = 0.2, fdr: float = 0.1, power: float = 0.8, collusion_margin: float = 0.3,
+                      min_pair_items: int = 20, center: float | None = None) -> list[dict[str, Any]]:
     r"""One row per rater of ``pool``: agreement with the trusted pool and co-raters, volume, bias, flags.
 
     Parameters
@@ -31,22 +26,24 @@ def rater_diagnostics(pool: Ratings, trusted: Ratings | None = None, *, pool_nam
         The raters to diagnose (e.g. the crowd).
     trusted : Ratings, optional
         The trusted replication of (some of) the same items; items are matched by id. Without it the
-        trusted fields are None and ``low_agreement`` uses the leave-one-out interval.
+        trusted fields are None and raters are judged on their co-raters.
     pool_name : str, default "crowd"
         Written in the ``pool`` field.
     ci : float or None, default 0.95
-        Interval level (None: no interval, no ``low_agreement`` flag).
-    n_boot : int, default 1000
-        Bootstrap resamples per rater (``interval="bootstrap"``).
-    seed : int or Generator, optional
-        Bootstrap seed.
-    interval : {"bootstrap", "delta"}, default "bootstrap"
-        Per-rater percentile bootstrap over the rater's items, or delta-method (Wald) interval.
+        Interval level (None: no interval, no test, no ``low_agreement`` flag).
     min_agreement : float, default 0.2
-        ``low_agreement`` when the agreement interval lies entirely below it.
+        The kappa a rater must reach: ``low_agreement`` when the one-sided test of
+        :math:`H_0: \kappa \ge` ``min_agreement`` is rejected by Benjamini-Hochberg across the raters.
     min_shared_items : int, default 10
-        Trusted items a rater needs to be judged on its trusted kappa (else on the leave-one-out one,
-        if it has that many co-rated items; else not judged).
+        Trusted items a rater needs to be tested on its trusted kappa (else on the leave-one-out one,
+        if it has that many co-rated items; else not tested). Also the least workload reported.
+    effect : float, default 0.2
+        The workload (``needs_items``) is what the test needs to flag a rater whose true kappa is
+        ``min_agreement - effect`` with probability ``power`` (the defaults: a rater at chance, a spammer).
+    fdr : float, default 0.1
+        False discovery rate of the ``low_agreement`` flags (Benjamini-Hochberg).
+    power : float, default 0.8
+        Power of the workload.
     collusion_margin : float, default 0.3
         See :func:`evaluate_pairs`.
     min_pair_items : int, default 20
@@ -59,13 +56,14 @@ def rater_diagnostics(pool: Ratings, trusted: Ratings | None = None, *, pool_nam
     list of dict
         Keys ``rater_id, pool, n_ratings, n_shared_items, kappa_vs_trusted, kappa_ci_low, kappa_ci_high,
         loo_agreement, bias, flags, partners`` (the report contract) and ``loo_ci_low, loo_ci_high,
-        n_loo_items, agreement_basis`` ("trusted" | "peers" | None). NaN is None.
+        n_loo_items, agreement_basis`` ("trusted" | "peers" | None), ``p_value`` (of the basis), ``judged``,
+        ``needs_items``, ``flag_level`` and ``workload`` (see :func:`judge_rows`). NaN is None.
 
     Notes
     -----
-    Cost :math:`O(N + \sum_i n_i^2)`: one row per judgement and the co-rating pairs that exist; the
-    bootstrap costs ``n_boot`` gathers of the rows. See :mod:`labelgate.metrics.diagnostics` for the
-    definitions.
+    Cost :math:`O(N + \sum_i n_i^2)`: one row per judgement and the co-rating pairs that exist. Intervals
+    are score (Wilson) intervals from the same additive sums the monitor maintains; see
+    :mod:`labelgate.metrics.diagnostics.judging` for the formulas and their references.
 
     Examples
     --------
@@ -77,29 +75,29 @@ def rater_diagnostics(pool: Ratings, trusted: Ratings | None = None, *, pool_nam
     >>> [(r["rater_id"], r["kappa_vs_trusted"], r["n_shared_items"]) for r in rows]
     [('a', 1.0, 3), ('b', 0.4, 3)]
     """
-    check_option(interval, ("bootstrap", "delta"), "interval", "rater_diagnostics")
     if ci is not None and not (isinstance(ci, (int, float)) and 0 < float(ci) < 1):
         raise ParameterError(f"The 'ci' parameter of rater_diagnostics must be None or a level in (0, 1); "
                              f"got {ci!r}.", parameter="ci", value=ci)
+    for name, value in (("fdr", fdr), ("power", power)):
+        if not (isinstance(value, (int, float)) and 0 < float(value) < 1):
+            raise ParameterError(f"The {name!r} parameter of rater_diagnostics must be in (0, 1); got {value!r}.",
+                                 parameter=name, value=value)
+    if not (isinstance(min_agreement, (int, float)) and -1 <= float(min_agreement) < 1):
+        raise ParameterError(f"The 'min_agreement' parameter of rater_diagnostics must be in [-1, 1); got "
+                             f"{min_agreement!r}.", parameter="min_agreement", value=min_agreement)
+    if not (isinstance(effect, (int, float)) and 0 < float(effect) <= 2):
+        raise ParameterError(f"The 'effect' parameter of rater_diagnostics must be in (0, 2]; got {effect!r}.",
+                             parameter="effect", value=effect)
     if trusted is not None:
         pool, trusted = common_categories(pool, trusted)
     kind, q = distance_kind(pool.level), pool.n_categories
-    sums, extra = rater_sums(pool, trusted, center=center)
-    partners = collusion_partners(extra["pairs"], sums.pair_agree, sums.pair_total,
+    sums, pairs = rater_sums(pool, trusted, center=center)
+    partners = collusion_partners(pairs, sums.pair_agree, sums.pair_total,
                                   margin=collusion_margin, min_items=min_pair_items)
     named = {g: [pool.rater_labels[h] for h in hs] for g, hs in partners.items()}
-    t_int = l_int = None
-    if ci is not None and interval == "bootstrap":
-        finalize = kappa_finalize(kind, q)
-        order = np.argsort(pool.rater_codes, kind="stable")
-        rng = make_rng(seed)  # one generator: the trusted and the peer resamples are independent
-        t_int, l_int = (rater_bootstrap(extra[f"{basis}_rows"], extra[f"{basis}_mask"], pool.rater_codes, order,
-                                        pool.n_raters, finalize, n_boot=n_boot, rng=rng, level=float(ci))
-                        for basis in ("trusted", "loo"))
     return rater_rows_from_sums([_plain(x) for x in pool.rater_labels], sums, kind=kind, q=q,
-                                pool_name=pool_name, ci=ci, trusted_interval=t_int, loo_interval=l_int,
-                                partners=named, min_agreement=min_agreement,
-                                min_shared_items=min_shared_items)
+                                pool_name=pool_name, ci=ci, partners=named, min_agreement=min_agreement,
+                                min_shared_items=min_shared_items, effect=effect, fdr=fdr, power=power)
 
 
 def _plain(value: Any) -> Any:

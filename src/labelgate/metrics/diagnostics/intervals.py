@@ -1,4 +1,4 @@
-r"""Per-rater intervals of a statistic of block sums: delta method (from sums) or per-rater bootstrap (from rows)."""
+r"""Intervals from sums: the delta-method interval of a statistic of block sums, the Wilson interval of a proportion."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from statistics import NormalDist
 
 import numpy as np
 
-from labelgate.core.ratings import FloatArray, IntArray
 from labelgate.metrics.diagnostics.blocks import CHUNK_CELLS
 
 Finalize = Callable[[np.ndarray], np.ndarray]
@@ -86,59 +85,26 @@ def delta_interval(finalize: Finalize, sums: np.ndarray, second: np.ndarray,
     return value, low, high
 
 
-def rater_bootstrap(rows: FloatArray, mask: np.ndarray, raters: IntArray, order: IntArray, n_raters: int,
-                    finalize: Finalize, *, n_boot: int, rng: np.random.Generator, level: float,
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile intervals of each rater's statistic, resampling each rater's own rows.
+def wilson_interval(p_hat: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of a proportion (NaN where ``n <= 0`` or ``p_hat`` is NaN).
 
-    Parameters
-    ----------
-    rows : ndarray, shape (N, k)
-        Block rows, one per judgement (:func:`~labelgate.metrics.diagnostics.rater_item_rows`).
-    mask : bool array, shape (N,)
-        Rows that count (the other replication rated the item).
-    raters : int array, shape (N,)
-        Rater code of each row; ``order`` sorts the rows by it (stable), shared by the callers.
-    n_raters : int
-        Number of raters (the length of the outputs).
-    finalize : callable
-        ``(B, k) -> (B,)``.
-    n_boot, rng, level
-        Resamples, generator and confidence level.
+    Examples
+    --------
+    Brown, Cai & DasGupta (2001), 2 successes in 10 trials at 95 %:
 
-    Returns
-    -------
-    low, high : ndarray, shape (n_raters,)
-        NaN where the rater has no row or fewer than two finite replicates.
-
-    Notes
-    -----
-    Vectorised over raters: each resample draws, for every rater at once, as many of its own rows as it has.
+    >>> import numpy as np
+    >>> low, high = wilson_interval(np.array([0.2]), np.array([10.0]))
+    >>> round(float(low[0]), 4), round(float(high[0]), 4)
+    (0.0567, 0.5098)
     """
-    keep = order[mask[order]]
-    rows = rows[keep]
-    lengths = np.bincount(raters[keep], minlength=n_raters)
-    m, k = rows.shape
-    low, high = np.full(n_raters, np.nan), np.full(n_raters, np.nan)
-    nonempty = np.flatnonzero(lengths > 0)
-    if nonempty.size == 0 or m == 0:
-        return low, high
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nonempty]
-    seg_len = lengths[nonempty]
-    base = np.repeat(starts, seg_len)
-    span = np.repeat(seg_len, seg_len).astype(np.float64)
-    chunk = max(1, CHUNK_CELLS // max(m * k, 1))
-    reps = np.empty((n_boot, nonempty.size))
-    for b0 in range(0, n_boot, chunk):
-        b = min(chunk, n_boot - b0)
-        idx = base + np.minimum((rng.random((b, m)) * span).astype(np.int64), span.astype(np.int64) - 1)
-        sums = np.add.reduceat(rows[idx], starts, axis=1)
-        reps[b0:b0 + b] = np.asarray(finalize(sums.reshape(-1, k)), dtype=np.float64).reshape(b, -1)
-    alpha = (1.0 - level) / 2.0
-    finite = np.isfinite(reps)
-    enough = finite.sum(axis=0) >= 2
-    if enough.any():
-        with np.errstate(all="ignore"):
-            q = np.nanquantile(np.where(finite, reps, np.nan)[:, enough], [alpha, 1.0 - alpha], axis=0)
-        low[nonempty[enough]], high[nonempty[enough]] = q[0], q[1]
+    z = normal_quantile(level)
+    p = np.asarray(p_hat, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = 1.0 + z * z / n
+        centre = (p + z * z / (2.0 * n)) / denom
+        half = z * np.sqrt(np.clip(p * (1.0 - p), 0.0, None) / n + z * z / (4.0 * n * n)) / denom
+    ok = (n > 0) & np.isfinite(p)
+    low = np.where(ok, np.clip(centre - half, 0.0, 1.0), np.nan)
+    high = np.where(ok, np.clip(centre + half, 0.0, 1.0), np.nan)
     return low, high

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labelgate.core.ratings import FloatArray, IntArray
-from labelgate.metrics.diagnostics.intervals import normal_quantile
+from labelgate.metrics.diagnostics.intervals import wilson_interval
 
 
 @dataclass
@@ -70,17 +70,6 @@ def co_rating_pairs(item_codes: IntArray, rater_codes: IntArray, value_codes: In
     return PairTable(unique // n_raters, unique % n_raters, n, agree)
 
 
-def wilson_low(successes: np.ndarray, n: np.ndarray, level: float = 0.95) -> np.ndarray:
-    """Lower bound of the Wilson score interval of a proportion (NaN when ``n == 0``)."""
-    z = normal_quantile(level)
-    n = np.asarray(n, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = successes / n
-        centre = p + z * z / (2 * n)
-        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-        return (centre - half) / (1 + z * z / n)
-
-
 def evaluate_pairs(n: np.ndarray, agree: np.ndarray, agree_a: np.ndarray, pairs_a: np.ndarray,
                    agree_b: np.ndarray, pairs_b: np.ndarray, *, margin: float, min_items: int,
                    level: float = 0.95) -> dict[str, np.ndarray]:
@@ -113,7 +102,8 @@ def evaluate_pairs(n: np.ndarray, agree: np.ndarray, agree_a: np.ndarray, pairs_
         rest_a = np.where(pairs_a - n > 0, (agree_a - agree) / (pairs_a - n), np.nan)
         rest_b = np.where(pairs_b - n > 0, (agree_b - agree) / (pairs_b - n), np.nan)
         rate = np.where(n > 0, agree / n, np.nan)
-    low = wilson_low(agree, n, level)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = wilson_interval(agree / n, n, level)[0]
     worst = np.fmax(rest_a, rest_b)
     flag = (n >= min_items) & np.isfinite(rest_a) & np.isfinite(rest_b) & (low - worst >= margin)
     return {"agreement": rate, "agreement_low": low, "rest_a": rest_a, "rest_b": rest_b, "flag": flag}

@@ -3,7 +3,6 @@ r"""Additive per-rater sums: each rater's kappa blocks against the trusted pool 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from labelgate.metrics.diagnostics.blocks import (
     rater_item_rows,
     row_total,
 )
-from labelgate.metrics.diagnostics.pairs import co_rating_pairs
+from labelgate.metrics.diagnostics.pairs import PairTable, co_rating_pairs
 
 
 @dataclass
@@ -62,12 +61,10 @@ def grouped_sums(group: IntArray, rows: FloatArray, n_groups: int,
 
 
 def rater_sums(pool: Ratings, trusted: Ratings | None = None, *, center: float | None = None,
-               ) -> tuple[RaterSums, dict[str, Any]]:
-    """:class:`RaterSums` of every rater of ``pool`` and the per-judgement rows (for the bootstrap).
+               ) -> tuple[RaterSums, PairTable]:
+    """:class:`RaterSums` of every rater of ``pool`` and its co-rating pairs (:class:`PairTable`).
 
     ``pool`` and ``trusted`` must share categories (see :func:`labelgate.core.ratings.common_categories`).
-    The second value holds ``trusted_rows`` / ``loo_rows`` (one block row per judgement of ``pool``),
-    ``trusted_mask`` / ``loo_mask`` (the rows that count) and ``pairs`` (the :class:`PairTable`).
     """
     kind, q = distance_kind(pool.level), pool.n_categories
     center = float(pool.moment_center if center is None else center)
@@ -91,8 +88,7 @@ def rater_sums(pool: Ratings, trusted: Ratings | None = None, *, center: float |
     sums = RaterSums(n_ratings=np.bincount(raters, minlength=n_raters).astype(np.float64),
                      trusted=t_sum, trusted_second=t_second, trusted_n=t_n,
                      loo=l_sum, loo_second=l_second, loo_n=l_n, pair_agree=agree, pair_total=total)
-    return sums, {"trusted_rows": t_rows, "trusted_mask": t_mask, "loo_rows": loo_rows, "loo_mask": loo_mask,
-                  "pairs": pairs}
+    return sums, pairs
 
 
 def _loo_other(pool: Ratings, kind: Kind, center: float) -> FloatArray:

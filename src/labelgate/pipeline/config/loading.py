@@ -104,14 +104,17 @@ def resolve_paths(config: GateT, base: Path) -> GateT:
     >>> resolved.batch.path, resolved.reports.dir, resolved.trusted.path
     ('/srv/gates/data/new.csv', '/srv/gates/out', None)
     """
-    def under(value: str) -> str:
-        return value if Path(value).is_absolute() else str(base / value)
+    def under(value: str) -> str:  # a URL (a Label Studio project) or inline XML (a labeling config) is no path
+        return value if Path(value).is_absolute() or "://" in value or value.lstrip().startswith("<") \
+            else str(base / value)
 
     update: dict[str, Any] = {}
     for name in ("batch", "trusted"):
         source = getattr(config, name)
-        if source.path and "path" in source.model_fields_set:
-            update[name] = source.model_copy(update={"path": under(source.path)})
+        paths = {key: under(getattr(source, key)) for key in ("path", "label_config")
+                 if getattr(source, key) and key in source.model_fields_set}
+        if paths:
+            update[name] = source.model_copy(update=paths)
     monitor = getattr(config, "monitor", None)  # a MonitorConfig's drop folder or dataset is a path it sets too
     if monitor is not None and monitor.source.path and "path" in monitor.source.model_fields_set:
         source = monitor.source.model_copy(update={"path": under(monitor.source.path)})

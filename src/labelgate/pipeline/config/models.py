@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -57,7 +58,8 @@ class _Strict(BaseModel):
 class Source(_Strict):
     """Where a table comes from: a CSV/Parquet path, a SQL query on a database named by an env var, or a Label Studio
     project (``format: label_studio``: an export file or project URL in ``path``, or the server URL in ``url_env``
-    with ``project``; one ``control``; the ``trusted`` annotators; the token in ``token_env``)."""
+    with ``project``; one ``control``; the ``trusted`` annotators; the token in ``token_env``; a batch of ``tasks``, a
+    data manager ``view`` or a time range ``annotated_after`` / ``annotated_before``: docs/label-studio.md)."""
 
     path: str | None = None
     format: Literal["auto", "csv", "parquet", "sql", "label_studio"] = "auto"
@@ -80,6 +82,16 @@ class Source(_Strict):
     label_config: str | None = Field(default=None, description="Labeling config (XML file) of a Label Studio export "
                                                                "file.")
     write_back: bool = Field(default=False, description="Write the decision into the Label Studio tasks' meta.")
+    # Label Studio batch: a task filter (ids or a data manager view) or a time range of the crowd's annotations.
+    tasks: list[StrictInt] | None = Field(default=None, min_length=1, max_length=100_000,
+                                          description="Label Studio batch: these task ids.")
+    view: int | None = Field(default=None, description="Label Studio batch: the tasks of this data manager view (tab).")
+    annotated_after: datetime | None = Field(default=None, description="Label Studio batch: crowd annotations at or "
+                                                                       "after this time (ISO; naive is UTC).")
+    annotated_before: datetime | None = Field(default=None, description="Label Studio batch: crowd annotations "
+                                                                        "before this time.")
+    time_field: Literal["updated_at", "created_at"] = Field(default="updated_at", description="Label Studio batch: "
+                                                            "the annotations' time the range applies to.")
 
     @field_validator("where")
     @classmethod
@@ -99,6 +111,11 @@ class Source(_Strict):
         if self.format == "label_studio" and not self.control:
             raise ValueError("format 'label_studio' needs 'control' (the name of the labeling config's Choices / "
                              "Rating / Number / Taxonomy control to gate)")
+        after, before = (t if t is None or t.tzinfo else t.replace(tzinfo=UTC)  # naive times are UTC
+                         for t in (self.annotated_after, self.annotated_before))
+        if after is not None and before is not None and after >= before:
+            raise ValueError(f"annotated_after ({self.annotated_after}) must be before annotated_before "
+                             f"({self.annotated_before})")
         unknown = set(self.params or {}) - set(self.placeholders())
         if unknown:
             raise ValueError(f"params {sorted(unknown)} name no ':name' placeholder of the query "
@@ -219,9 +236,10 @@ class Interval(_Strict):
     """Bootstrap settings shared by all expectations."""
 
     ci: float | None = Field(default=0.95, gt=0, lt=1)
-    ci_method: Literal["bca", "percentile"] = Field(
-        default="bca", description="Item-bootstrap interval: BCa (default; docs/benchmarks.md, 'Interval coverage') "
-        "or percentile.")
+    ci_method: Literal["auto", "bca", "delta", "percentile"] = Field(
+        default="auto", description="Interval method: 'auto' (default: the method the coverage study chose for each "
+        "metric, BCa except delta for normalized kappa_x; docs/benchmarks.md, 'Interval coverage'), 'bca', 'delta' "
+        "or 'percentile'.")
     n_boot: int = Field(default=DEFAULT_N_BOOT, ge=2, le=MAX_N_BOOT)
     seed: int | None = 0
     use_ci_bound: bool = True
@@ -245,8 +263,28 @@ class Coverage(_Strict):
     min_common_items: int = Field(default=20, ge=1)
 
 
-class RaterPolicy(_Strict):
-    """What a rater flag does to the decision (the flags of :mod:`labelgate.metrics.diagnostics`).
+class RaterJudging(_Strict):
+    """How raters are judged ``low_agreement`` (:mod:`labelgate.metrics.diagnostics.judging`), gate and monitor alike.
+
+    A rater is flagged when the one-sided test of "its kappa is at least ``min_agreement``" is rejected by
+    Benjamini-Hochberg across the raters of its pool and question at the false discovery rate ``fdr``. Every other
+    rater shows the workload at which the test would flag a rater ``effect`` below the minimum with probability
+    ``power`` (the defaults: a rater at chance, i.e. a spammer), and is "too few items to judge" until it has it.
+    """
+
+    min_agreement: float = Field(default=0.2, ge=-1, lt=1, description="The kappa a rater must reach.")
+    min_shared_items: int = Field(default=10, ge=1, le=1_000_000, description=(
+        "Trusted items a rater needs to be tested against the trusted pool (else against its co-raters, with as "
+        "many co-rated items); also the least workload reported."))
+    fdr: float = Field(default=0.1, gt=0, lt=1, description="False discovery rate of the low_agreement flags.")
+    effect: float = Field(default=0.2, gt=0, le=2, description=(
+        "How far below min_agreement a rater's true kappa must be for the reported workload to find it."))
+    power: float = Field(default=0.8, ge=0.5, lt=1, description="Power of the reported workload.")
+
+
+class RaterPolicy(RaterJudging):
+    """What a rater flag does to the decision (the flags of :mod:`labelgate.metrics.diagnostics`), and how raters are
+    judged (:class:`RaterJudging`).
 
     ``warn`` reports the flagged raters as a warning of the decision; ``review`` sends the batch to REVIEW naming
     them; ``exclude`` decides on the batch without their judgements (the rows excluded are listed in a file next to
@@ -255,6 +293,10 @@ class RaterPolicy(_Strict):
 
     low_agreement: RaterAction = "warn"
     collusion: RaterAction = "warn"
+
+    def actions(self) -> dict[str, str]:
+        """``{flag: action}``: what each flag does."""
+        return {"low_agreement": self.low_agreement, "collusion": self.collusion}
 
     @model_validator(mode="before")
     @classmethod

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, StrictStr, model_validator
 
 from labelgate.pipeline.config.loading import config_from_dict, load_config
-from labelgate.pipeline.config.models import STRICT, GateConfig, Question
+from labelgate.pipeline.config.models import STRICT, GateConfig, Question, RaterJudging
 from labelgate.pipeline.limits import MAX_N_BOOT
 
 MetricName = Literal["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
@@ -35,9 +35,15 @@ class MonitorSource(_Strict):
     folder) read with a filter ``timestamp >= watermark``. ``sql``: a table (``table``) or a query with a
     ``:watermark`` parameter on the database whose URL is in ``url_env``; rows with ``timestamp >= watermark``
     are read. For ``parquet`` and ``sql`` the timestamp column (``columns.timestamp``) is required.
+    ``label_studio``: a Label Studio project (``project``) on the server whose URL is in ``url_env``, its token in
+    ``token_env``; each pass restates the tasks changed since the watermark (updated annotations replace, deleted or
+    cancelled ones are removed; see ``docs/monitoring.md``, "Label Studio source"). The control read is ``control``
+    for questions without a ``label_column`` (else the ``label_column`` names the control); ``trusted`` is
+    ``"ground_truth"`` or the trusted annotators' ids or e-mails; ``reconcile_every`` passes (0: only when asked),
+    the project's annotators are compared with the stored judgements to find deletions Label Studio does not list.
     """
 
-    kind: Literal["files", "parquet", "sql"] = "files"
+    kind: Literal["files", "parquet", "sql", "label_studio"] = "files"
     path: str | None = None
     pattern: str = "*"
     table: str | None = None
@@ -49,9 +55,32 @@ class MonitorSource(_Strict):
     settle_seconds: float = Field(
         default=0.0, ge=0, description="Skip files modified less than this long ago."
     )
+    project: int | None = Field(default=None, ge=1, description="Label Studio project id.")
+    control: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Label Studio control (the results' from_name)."
+    )
+    trusted: Literal["ground_truth"] | list[StrictStr | StrictInt] = Field(
+        default="ground_truth", max_length=10_000,
+        description="Label Studio trusted pool: ground-truth annotations, or these annotators (ids or e-mails).",
+    )
+    token_env: str | None = Field(
+        default=None, description="Environment variable holding the Label Studio token (default LABEL_STUDIO_TOKEN)."
+    )
+    reconcile_every: int = Field(
+        default=1, ge=0, le=1_000_000,
+        description="Label Studio: look for deleted annotations and tasks every this many passes (0: only when a "
+        "pass is asked to, e.g. by an ANNOTATIONS_DELETED webhook).",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> MonitorSource:
+        if self.kind == "label_studio":
+            if not self.url_env or self.project is None:
+                raise ValueError(
+                    "source kind 'label_studio' needs 'url_env' (the environment variable holding the server URL) "
+                    "and 'project' (the project id)"
+                )
+            return self
         if self.kind in ("files", "parquet") and not self.path:
             raise ValueError(f"source kind {self.kind!r} needs 'path'")
         if self.kind == "sql":
@@ -108,9 +137,13 @@ class ChangeDetector(_Strict):
     arl0: float | None = Field(
         default=None, gt=1, le=1e9,
         description="In-control average run length of the whole monitor, in windows (e.g. 720 for one false "
-        "alarm a month with hourly windows); 'h' is derived from it for every series the detector watches.",
+        "alarm a month with hourly windows), split evenly over the series it watches (change detector and baseline "
+        "gates); 'h' and the baseline rule's persistence are derived from it (labelgate.monitor.arl).",
     )
-    close_bound: float = Field(default=1.0, ge=0, description="Back within bounds when z >= -close_bound.")
+    close_bound: float = Field(
+        default=1.0, ge=0, description="An episode closes only after its last 'close_after' windows had z >= "
+        "-close_bound (and the return CUSUM passed h).",
+    )
 
 
 class Drift(_Strict):
@@ -126,7 +159,10 @@ class Drift(_Strict):
     )
     baseline_metrics: list[WindowMetric] | None = None
     change: ChangeDetector = ChangeDetector()
-    open_after: int = Field(default=1, ge=1)
+    open_after: int = Field(
+        default=1, ge=1, description="Consecutive breaching windows before a baseline episode opens; with "
+        "'change.arl0', the least of the persistence derived from the target.",
+    )
     close_after: int = Field(default=3, ge=1)
     cooldown: int = Field(
         default=5, ge=0,
@@ -138,11 +174,9 @@ class Drift(_Strict):
     )
 
 
-class RaterChecks(_Strict):
-    """Per-rater flags (see :func:`labelgate.metrics.diagnostics.rater_diagnostics`)."""
+class RaterChecks(RaterJudging):
+    """Per-rater flags (see :func:`labelgate.metrics.diagnostics.rater_diagnostics`; judging: :class:`RaterJudging`)."""
 
-    min_agreement: float = 0.2
-    min_shared_items: int = Field(default=10, ge=1)
     collusion_margin: float = Field(default=0.3, ge=0, le=1)
     min_pair_items: int = Field(default=20, ge=1)
     worst: int = Field(default=5, ge=0, description="Worst raters named in an episode alert.")

@@ -5,13 +5,15 @@ skips a delivery whose content hash was merged before (and, for files, one whose
 modification time are unchanged, without reading it again), so merging the same delivery twice never
 double-counts. For ``parquet`` and ``sql`` sources rows with ``timestamp >= watermark`` are read (the
 watermark is the latest timestamp merged from the source): rows already merged come back at the boundary
-and are recognised judgement by judgement.
+and are recognised judgement by judgement. A Label Studio project is read as a :func:`restatement` of the tasks that
+changed (:mod:`labelgate.pipeline.sources.label_studio_delivery`): their judgements replace the stored ones.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,15 @@ class Delivery:
         the read time).
     default_pool : str or None
         Pool of rows from a table without a pool column.
+    restates : tuple of str or None
+        Items (ids as text) whose judgements this delivery states completely, as they are now at the source: every
+        stored judgement of such an item is replaced by the delivery's judgement with the same key (pool, item,
+        rater), or removed when the delivery has none (a deleted or cancelled annotation); an item restated with no
+        rows loses all its judgements. None: the delivery only adds (a re-delivered judgement is counted, never
+        merged twice).
+    source_watermark : int or None
+        Microseconds since the epoch up to which the source was read (the monitor's source watermark moves there
+        when the delivery is merged), for sources that keep their own clock (Label Studio's ``updated_at``).
     """
 
     delivery_id: str
@@ -54,11 +65,27 @@ class Delivery:
     mtime_ns: int | None = None
     arrived_at: int = 0
     default_pool: str | None = None
+    restates: tuple[str, ...] | None = None
+    source_watermark: int | None = None
 
 
 def now_us() -> int:
     """Current time in microseconds since the epoch."""
     return time.time_ns() // 1000
+
+
+def restatement(
+    delivery_id: str, frame: pd.DataFrame, items: Iterable[str], *, source_watermark: int | None = None
+) -> Delivery:
+    """A delivery that restates ``items`` (ids as text): ``frame`` holds every current judgement of those items.
+
+    Its content hash covers the rows and the restated items. A restatement is merged even when an earlier one had
+    the same content (restating the current state changes nothing, and a state can come back after a change).
+    """
+    restates = tuple(sorted({str(item) for item in items}))
+    digest = hashlib.sha256(f"{content_hash(frame)}|{','.join(restates)}".encode()).hexdigest()
+    return Delivery(delivery_id, frame, digest, arrived_at=now_us(), restates=restates,
+                    source_watermark=source_watermark)
 
 
 def list_files(config: MonitorConfig, known: Callable[[str, int, int], bool]) -> list[Delivery]:

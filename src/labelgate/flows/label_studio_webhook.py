@@ -1,0 +1,171 @@
+"""The Label Studio webhook receiver: an HTTP endpoint that turns deliveries into ``labelgate.batch.ready`` events.
+
+``labelgate label-studio-webhook --config gate.yaml`` serves ``POST /label-studio/webhook`` (and ``GET /health``).
+Every delivery must carry the shared secret in the ``X-LabelGate-Secret`` header (the secret is read from an
+environment variable, default ``LABELGATE_WEBHOOK_SECRET``; 401 otherwise); a valid one is answered 202 at once
+(Label Studio waits one second for an answer) and queued in a :class:`~labelgate.gate.ls_webhook.Debouncer`. Once a
+project has been quiet for the quiet period, its batch (the tasks whose annotations were created or updated) is handed
+to every listener; the default listener emits ``labelgate.batch.ready`` with the project URL selecting those tasks as
+``path``, which the served gate (``labelgate serve`` with ``PREFECT_API_URL``) consumes like any batch.
+
+Other consumers (a monitor pass on the project, for instance) register a callback::
+
+    receiver = WebhookReceiver(secret=..., base_url=...)
+    receiver.add_listener(lambda batch: run_a_monitor_pass(batch.project, batch.deleted_annotations))
+
+A listener receives a :class:`~labelgate.gate.ls_webhook.ReadyBatch`, runs on the receiver's ticking thread (keep it
+short or hand the work over), and a listener that raises is logged and never stops the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from labelgate.errors import InputError, Reason
+from labelgate.gate.ls_webhook import Debouncer, ReadyBatch, parse_delivery, verify
+from labelgate.gate.watch import READY_EVENT, batch_resource_id
+
+#: The route Label Studio posts to.
+ROUTE = "/label-studio/webhook"
+#: The largest delivery body accepted (bytes).
+MAX_BODY_BYTES = 32 * 1024 * 1024
+LOGGER = logging.getLogger("labelgate.label_studio_webhook")
+Listener = Callable[[ReadyBatch], object]
+
+
+def emit_ready(base_url: str) -> Listener:
+    """The listener that emits ``labelgate.batch.ready`` for a batch with tasks (needs ``PREFECT_API_URL``)."""
+
+    def emit(batch: ReadyBatch) -> None:
+        if not batch.task_ids:  # deletions only: nothing new to gate
+            return
+        from prefect.events import emit_event
+
+        payload = batch.payload(base_url)
+        emit_event(event=READY_EVENT, resource={"prefect.resource.id": batch_resource_id(payload["batch_id"])},
+                   payload=payload)
+        LOGGER.info("batch %s ready: project %s, %d tasks", payload["batch_id"], batch.project, len(batch.task_ids))
+
+    return emit
+
+
+class WebhookReceiver:
+    """Verified, debounced Label Studio deliveries, handed to listeners.
+
+    Parameters
+    ----------
+    secret : str
+        The shared secret every delivery must carry (non-empty).
+    quiet_seconds, max_wait_seconds : float
+        See :class:`~labelgate.gate.ls_webhook.Debouncer`.
+    projects : iterable of int, optional
+        Only these projects' deliveries are queued (others are answered 202 and ignored).
+    listeners : iterable of callables, optional
+        Called with every ready batch.
+    """
+
+    def __init__(self, secret: str, *, quiet_seconds: float = 30.0, max_wait_seconds: float | None = None,
+                 projects: Iterable[int] | None = None, listeners: Iterable[Listener] = ()) -> None:
+        if not secret:
+            raise InputError("The Label Studio webhook receiver needs a non-empty shared secret.",
+                             Reason.MISSING_SETTING)
+        self._secret = secret
+        self.debouncer = Debouncer(quiet_seconds, max_wait_seconds)
+        self.projects = None if projects is None else frozenset(int(p) for p in projects)
+        self.listeners: list[Listener] = list(listeners)
+        self.received = 0
+        self.refused = 0
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(batch)`` for every ready batch."""
+        self.listeners.append(listener)
+
+    def receive(self, headers: dict[str, str], body: Any, now: float | None = None) -> tuple[int, dict[str, Any]]:
+        """Handle one delivery: ``(HTTP status, JSON answer)`` — 401 without the secret, 400 for a body that is not a
+        delivery, 202 otherwise (queued, or ignored for another project)."""
+        if not verify(headers, self._secret):
+            self.refused += 1
+            return 401, {"detail": "missing or wrong X-LabelGate-Secret header"}
+        try:
+            delivery = parse_delivery(body)
+        except InputError as exc:
+            self.refused += 1
+            return 400, {"detail": exc.message}
+        if self.projects is not None and delivery.project not in self.projects:
+            return 202, {"queued": False, "detail": f"project {delivery.project} is not gated here"}
+        self.debouncer.add(delivery, time.monotonic() if now is None else now)
+        self.received += 1
+        return 202, {"queued": True, "project": delivery.project}
+
+    def tick(self, now: float | None = None, *, flush: bool = False) -> list[ReadyBatch]:
+        """Hand the batches ready at ``now`` (every pending one with ``flush``) to the listeners; return them."""
+        ready = self.debouncer.flush() if flush else self.debouncer.due(time.monotonic() if now is None else now)
+        for batch in ready:
+            for listener in self.listeners:
+                try:
+                    listener(batch)
+                except Exception as exc:  # one listener's failure never stops the others or the receiver
+                    LOGGER.error("listener %r failed on batch %s: %s: %s", listener, batch.batch_id,
+                                 type(exc).__name__, exc)
+        return ready
+
+    def app(self) -> Any:
+        """The FastAPI application: ``POST /label-studio/webhook`` and ``GET /health``."""
+        from fastapi import FastAPI
+        from fastapi.responses import JSONResponse
+
+        app = FastAPI(title="LabelGate Label Studio webhook receiver", docs_url=None, redoc_url=None)
+
+        # plain Starlette routes: the endpoints take the request itself, nothing for FastAPI to inject or validate
+        async def health(request: Any) -> JSONResponse:
+            return JSONResponse({"status": "ok", "received": self.received, "refused": self.refused,
+                                 "pending": self.debouncer.pending()})
+
+        async def webhook(request: Any) -> JSONResponse:
+            size = request.headers.get("content-length")
+            if size is not None and size.isdigit() and int(size) > MAX_BODY_BYTES:
+                return JSONResponse({"detail": f"a delivery is at most {MAX_BODY_BYTES} bytes"}, status_code=413)
+            raw = await request.body()
+            if len(raw) > MAX_BODY_BYTES:
+                return JSONResponse({"detail": f"a delivery is at most {MAX_BODY_BYTES} bytes"}, status_code=413)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            status, answer = self.receive(dict(request.headers), body)
+            return JSONResponse(answer, status_code=status)
+
+        app.router.add_route("/health", health, methods=["GET"])
+        app.router.add_route(ROUTE, webhook, methods=["POST"])
+        return app
+
+    def serve(self, host: str, port: int, stop: threading.Event, *, tick_seconds: float = 0.5,
+              on_started: Callable[[int], object] | None = None) -> None:
+        """Serve the application until ``stop`` is set, handing ready batches over every ``tick_seconds``; the
+        pending batches are handed over when it stops. ``on_started(port)`` is called once it listens."""
+        import uvicorn
+
+        server = uvicorn.Server(uvicorn.Config(self.app(), host=host, port=port, log_level="warning",
+                                               lifespan="off"))
+        thread = threading.Thread(target=server.run, name="labelgate-ls-webhook", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not server.started:
+            raise OSError(f"the webhook receiver could not listen on {host}:{port}")
+        bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
+        if on_started is not None:
+            on_started(int(bound))
+        try:
+            while not stop.wait(tick_seconds):
+                self.tick()
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
+            self.tick(flush=True)

@@ -1,0 +1,76 @@
+"""Per-item blocks: the arrays every metric's statistics are kept in, and the rule for rounding residue.
+
+A *block* is a 2-D array with one row per item of the item axis (dense ``ndarray`` or ``scipy.sparse``). These
+helpers are shared by the item bootstrap and jackknife (``_engine``) and the linearisation (``_linear``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    from labelgate.metrics._lazy import lazy
+
+    sp = lazy("scipy.sparse")
+
+Block: TypeAlias = "np.ndarray | sp.spmatrix | sp.sparray"
+
+#: Items x resamples (or columns) cells per chunk of a vectorised evaluation (float64: 8 bytes each).
+CHUNK_CELLS = 2_000_000
+
+#: Relative size under which a difference of sums is rounding residue, not variation (docs/degenerate-input.md).
+#: Residues of ``n * sum(x^2) - sum(x)^2`` on constant data stay below 1e-10 of ``n * sum(x^2)`` up to 10^7
+#: values; genuine variation is at least about ``1 / (2 N)`` of it, so the two are told apart up to ~10^8 values.
+DEGENERACY_RTOL = 1e-9
+
+
+def vanishes(value: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
+    """True where ``|value| <= DEGENERACY_RTOL * |scale|``: ``value`` is a rounding residue of its scale.
+
+    A coefficient is undefined (0/0) when its denominator vanishes; deciding that with ``== 0`` makes the
+    answer depend on rounding (constant data rescaled by 1.7156 leave a residue of ~1e-16 and turn NaN into 1),
+    so every degeneracy test compares the denominator with the size of the terms it is computed from.
+    """
+    return np.abs(np.asarray(value, dtype=np.float64)) <= DEGENERACY_RTOL * np.abs(np.asarray(scale, dtype=np.float64))
+
+
+def is_sparse(block: Block) -> bool:
+    """True for a ``scipy.sparse`` block."""
+    # a dense block is the common case: asking SciPy would import it (≈ 0.2 s) just to hear "no"
+    return not isinstance(block, np.ndarray) and bool(sp.issparse(block))
+
+
+def column_sums(block: Block) -> np.ndarray:
+    """The block's column sums, shape ``(1, k)``."""
+    if is_sparse(block):
+        return np.asarray(block.sum(axis=0), dtype=np.float64).reshape(1, -1)
+    # a matrix-vector product is several times faster than a reduction along the long axis
+    return (np.ones(block.shape[0]) @ np.asarray(block, dtype=np.float64)).reshape(1, -1)
+
+
+def rows_of(block: Block, rows: np.ndarray) -> np.ndarray:
+    """The given rows of the block, dense."""
+    if is_sparse(block):
+        return np.asarray(block[rows].toarray(), dtype=np.float64)
+    return np.asarray(block, dtype=np.float64)[rows]
+
+
+def weighted_sums(weights: np.ndarray, block: Block) -> np.ndarray:
+    """``weights @ block`` for a ``(b, n_items)`` weight matrix: the block's sums on ``b`` resamples."""
+    if is_sparse(block):
+        return np.asarray((block.T @ weights.T).T)
+    return weights @ block
+
+
+def times(block: Block, vector: np.ndarray) -> np.ndarray:
+    """``block @ vector`` as a dense array, shape ``(n_items,)`` or ``(n_items, K)``."""
+    return np.asarray(block @ vector, dtype=np.float64)
+
+
+def n_rows(blocks: list[Block]) -> int:
+    """Items on the item axis."""
+    return int(blocks[0].shape[0]) if blocks else 0

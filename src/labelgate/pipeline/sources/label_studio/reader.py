@@ -1,0 +1,471 @@
+"""Label Studio annotations as LabelGate's long table: a project on a server, or a JSON export file.
+
+One LabelGate question is one control of the project's labeling config, chosen by its ``name`` (the ``from_name`` of
+the annotations' results; :mod:`.labeling_config` maps it). Annotations become judgements: item = task id, rater =
+annotator id (``completed_by``), label = the control's value; the trusted pool is the annotations marked
+``ground_truth``, or the annotations of a list of annotator ids or e-mails. Cancelled (skipped) annotations, drafts,
+and annotations that do not answer the control are left out and counted in ``df.attrs["label_studio"]``.
+
+A :class:`Selection` narrows what is read: some tasks (ids), a data manager view, or a time range of the
+annotations' ``updated_at`` (or ``created_at``). Tasks are fetched page by page and each page is turned into rows
+before the next is asked for, so a project is never held twice in memory. Every failure is an
+:class:`~labelgate.errors.InputError` naming the project, the control and, for a bad annotation, its id (the gate
+turns it into ERROR, never ACCEPT).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+import pandas as pd
+
+from labelgate.errors import InputError, Reason
+from labelgate.pipeline.sources.label_studio.client import DEFAULT_TOKEN_ENV, PAGE_SIZE, LabelStudioClient
+from labelgate.pipeline.sources.label_studio.labeling_config import (
+    VALUE_KEYS,
+    Control,
+    config_text,
+    control_names,
+    parse_control,
+)
+
+if TYPE_CHECKING:
+    from labelgate.pipeline.config import Columns
+
+#: The value of ``trusted`` that selects the annotations marked ground truth.
+GROUND_TRUTH = "ground_truth"
+#: The columns after the four of the long table.
+EXTRA_COLUMNS = ("annotation_id", "updated_at")
+_PROJECT_URL = re.compile(r"^(?P<base>https?://[^/?#]+(?:/[^?#]*?)?)/projects/(?P<id>\d+)(?:/data)?/?"
+                          r"(?:\?(?P<query>[^#]*))?(?:#.*)?$")
+_TIME_FIELDS = ("updated_at", "created_at")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which annotations of a project are read.
+
+    Attributes
+    ----------
+    tasks : tuple of int, optional
+        Only these tasks.
+    view : int, optional
+        Only the tasks of this data manager view (a tab of the project's data manager: its filters).
+    after, before : datetime, optional
+        Only the annotations whose ``time_field`` is in ``[after, before)`` (timezone-aware; naive is UTC).
+    time_field : {"updated_at", "created_at"}
+    trusted_any_time : bool, default False
+        The time range selects the crowd's annotations only, and the trusted annotations of the tasks it selects are
+        read whenever they were made (the gate's batch: new crowd work against the existing trusted pool). Tasks
+        without a crowd annotation in the range are left out.
+    """
+
+    tasks: tuple[int, ...] | None = None
+    view: int | None = None
+    after: datetime | None = None
+    before: datetime | None = None
+    time_field: str = "updated_at"
+    trusted_any_time: bool = False
+
+    def __post_init__(self) -> None:
+        if self.time_field not in _TIME_FIELDS:
+            raise InputError(f"The time field of a Label Studio selection is one of {list(_TIME_FIELDS)}, not "
+                             f"{self.time_field!r}.", Reason.INVALID_PARAMETER, value=self.time_field)
+        if self.after is not None and self.before is not None and self.after >= self.before:
+            raise InputError(f"The Label Studio time range is empty: after {self.after.isoformat()} is not before "
+                             f"{self.before.isoformat()}.", Reason.INVALID_PARAMETER)
+
+    @property
+    def timed(self) -> bool:
+        """Whether a time range is set."""
+        return self.after is not None or self.before is not None
+
+    def in_range(self, annotation: Mapping[str, Any]) -> bool:
+        """Whether the annotation's time is in the range (always, without one)."""
+        if not self.timed:
+            return True
+        stamp = as_time(annotation.get(self.time_field), f"{self.time_field} of annotation {annotation.get('id')}")
+        return (self.after is None or stamp >= self.after) and (self.before is None or stamp < self.before)
+
+    def describe(self) -> str:
+        """The selection in words (for the report's source name)."""
+        parts = [f"tasks {list(self.tasks)[:5]}{'...' if len(self.tasks) > 5 else ''}"] if self.tasks else []
+        parts += [f"view {self.view}"] if self.view is not None else []
+        if self.timed:
+            parts.append(f"{self.time_field} in [{self.after.isoformat() if self.after else '-inf'}, "
+                         f"{self.before.isoformat() if self.before else 'now'})")
+        return ", ".join(parts)
+
+
+def as_time(value: Any, what: str) -> datetime:
+    """A timezone-aware time from an ISO text or a datetime (naive means UTC).
+
+    Examples
+    --------
+    >>> as_time("2026-01-02T03:04:05.123456Z", "x").isoformat()
+    '2026-01-02T03:04:05.123456+00:00'
+    """
+    if isinstance(value, datetime):
+        stamp = value
+    else:
+        try:
+            stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError(f"The {what} is {value!r}, not an ISO time.", Reason.INVALID_PARAMETER,
+                             value=str(value)) from None
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
+def selection_of_url(query: str) -> Selection:
+    """The selection a project URL's query asks for: ``tasks=1,2,3``, ``view=N`` (or the data manager's ``tab=N``),
+    ``annotated_after=ISO``, ``annotated_before=ISO``, ``time_field=created_at``.
+
+    Examples
+    --------
+    >>> selection_of_url("tasks=3,1&annotated_after=2026-01-01T00:00:00Z").describe()
+    'tasks [1, 3], updated_at in [2026-01-01T00:00:00+00:00, now)'
+    """
+    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    unknown = set(params) - {"tasks", "view", "tab", "annotated_after", "annotated_before", "time_field"}
+    if unknown:
+        raise InputError(f"A Label Studio project URL's query may hold tasks, view (or tab), annotated_after, "
+                         f"annotated_before and time_field; not {sorted(unknown)}.", Reason.INVALID_PARAMETER)
+    try:
+        tasks = tuple(sorted({int(t) for t in params["tasks"].split(",") if t.strip()})) if "tasks" in params else None
+        view = params.get("view") or params.get("tab")
+        view_id = int(view) if view else None
+    except ValueError:
+        raise InputError(f"The tasks and the view of a Label Studio project URL are integers; got {params}.",
+                         Reason.INVALID_PARAMETER) from None
+    return Selection(tasks=tasks, view=view_id,
+                     after=as_time(params["annotated_after"], "annotated_after") if "annotated_after" in params else
+                     None,
+                     before=as_time(params["annotated_before"], "annotated_before") if "annotated_before" in params
+                     else None, time_field=params.get("time_field") or "updated_at")
+
+
+@dataclass
+class _Counts:
+    """What was read and what was left out (``df.attrs["label_studio"]``)."""
+
+    tasks: int = 0
+    annotations: int = 0
+    judgements: int = 0
+    cancelled: int = 0
+    drafts: int = 0
+    without_answer: int = 0
+    outside_selection: int = 0
+    trusted: int = 0
+
+    def report(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+@dataclass
+class _Reading:
+    """One reading of a project or export: the control, the pool rule, the selection, the counts."""
+
+    spec: Control
+    names: frozenset[str]
+    trusted: frozenset[str] | None
+    what: str
+    selection: Selection
+    counts: _Counts = field(default_factory=_Counts)
+
+
+def read_label_studio(source: str | Path, control: str, trusted: str | Sequence[Any] = GROUND_TRUTH, *,
+                      project: int | None = None, label_config: str | Path | None = None,
+                      token_env: str = DEFAULT_TOKEN_ENV, columns: Columns | None = None,
+                      page_size: int = PAGE_SIZE, timeout: float = 30.0, selection: Selection | None = None
+                      ) -> pd.DataFrame:
+    """The judgements of one control of a Label Studio project, as LabelGate's long table.
+
+    Parameters
+    ----------
+    source : str or Path
+        A JSON export file (``Export → JSON`` or ``GET /api/projects/{id}/export?exportType=JSON``), a project URL
+        ``http(s)://host:port/projects/<id>`` (its query may select tasks, a view or a time range, see
+        :func:`selection_of_url`), or the server's base URL with ``project``.
+    control : str
+        The ``name`` of the control (the results' ``from_name``).
+    trusted : "ground_truth" or sequence, default "ground_truth"
+        The trusted pool: the annotations marked ground truth, or those of these annotators (user ids, or e-mails:
+        for a server, the e-mails are looked up in ``/api/users``).
+    project : int, optional
+        The project id, with a base URL (a project URL carries its own).
+    label_config : str or Path, optional
+        The labeling config (XML text, or an ``.xml`` file): needed for an export file, which does not hold it;
+        for a server it overrides the project's.
+    token_env : str, default "LABEL_STUDIO_TOKEN"
+        The environment variable holding the server's token (legacy or personal access token).
+    columns : labelgate.pipeline.config.Columns, optional
+        Column names of the table (default ``item_id``, ``rater_id``, ``label``, ``pool``).
+    page_size : int, default 100
+        Tasks per request.
+    timeout : float, default 30
+        Seconds to wait for each answer of the server.
+    selection : Selection, optional
+        Only some tasks, a view or a time range (a URL's query is used when this is None).
+
+    Returns
+    -------
+    DataFrame
+        ``item_id`` (task id), ``rater_id`` (annotator id), ``label`` (the control's value: text for Choices and
+        Taxonomy, an integer for Rating, a number for Number), ``pool`` (``"trusted"`` / ``"crowd"``),
+        ``annotation_id`` and ``updated_at``; ids as text. ``df.attrs["label_studio"]`` holds the source, the
+        control (type, level, categories), the server and project (None for a file) and the counts (``tasks``,
+        ``annotations``, ``judgements``, ``cancelled``, ``drafts``, ``without_answer``, ``outside_selection``,
+        ``trusted``).
+
+    Raises
+    ------
+    InputError
+        Missing file or token, unparsable export, unknown control, multi-choice control, a result of an unknown
+        ``from_name`` or a label outside the config's choices (naming the annotation and the task), the server down
+        or answering 401 / 403 / 404.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> xml = '<View><Choices name="s" toName="t"><Choice value="neg"/><Choice value="pos"/></Choices></View>'
+    >>> ann = lambda i, u, v, gt=False: {"id": i, "completed_by": u, "ground_truth": gt, "was_cancelled": False,
+    ...     "result": [{"from_name": "s", "type": "choices", "value": {"choices": [v]}}]}
+    >>> tasks = [{"id": 1, "annotations": [ann(10, 1, "pos", True), ann(11, 2, "neg")], "drafts": []}]
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "export.json"
+    >>> _ = p.write_text(json.dumps(tasks))
+    >>> df = read_label_studio(p, "s", label_config=xml)
+    >>> df[["item_id", "rater_id", "label", "pool"]].values.tolist()
+    [['1', '1', 'pos', 'trusted'], ['1', '2', 'neg', 'crowd']]
+    """
+    report: dict[str, Any] = {}
+    pages = list(iter_annotations(source, control, trusted, project=project, label_config=label_config,
+                                  token_env=token_env, columns=columns, page_size=page_size, timeout=timeout,
+                                  selection=selection, report=report))
+    names = _names(columns)
+    frame = pd.concat(pages, ignore_index=True) if pages else _frame([], names, report["level"])
+    frame.attrs["label_studio"] = report
+    return frame
+
+
+def iter_annotations(source: str | Path, control: str, trusted: str | Sequence[Any] = GROUND_TRUTH, *,
+                     project: int | None = None, label_config: str | Path | None = None,
+                     token_env: str = DEFAULT_TOKEN_ENV, columns: Columns | None = None,
+                     page_size: int = PAGE_SIZE, timeout: float = 30.0, selection: Selection | None = None,
+                     updated_after: datetime | str | None = None, updated_before: datetime | str | None = None,
+                     report: dict[str, Any] | None = None) -> Iterator[pd.DataFrame]:
+    """The judgements of one control, one page of tasks at a time (the monitor's incremental reading).
+
+    Takes the arguments of :func:`read_label_studio`, and yields one DataFrame per page of tasks (the columns of
+    :func:`read_label_studio`'s table; a page without a judgement is skipped), so that a large project is never held
+    in memory at once.
+
+    Parameters
+    ----------
+    updated_after, updated_before : datetime or ISO text, optional
+        Only the annotations (both pools) whose ``updated_at`` is in ``[updated_after, updated_before)``: what changed
+        since a watermark. An updated annotation keeps its ``annotation_id`` and comes back with its new label and
+        ``updated_at``, so a reader keyed by ``annotation_id`` replaces the earlier judgement. Deleted annotations do
+        not come back: compare the ids of a full reading (no time range) to find them. Overrides the time range of
+        ``selection`` (its tasks and view are kept).
+    report : dict, optional
+        Filled, once the iteration is over, with what ``df.attrs["label_studio"]`` holds in
+        :func:`read_label_studio` (the control and the counts).
+
+    Yields
+    ------
+    DataFrame
+        The judgements of one page of tasks.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_label_studio`; raised when the page that holds the fault is read.
+    """
+    text = str(source)
+    match = _PROJECT_URL.match(text)
+    if selection is None:
+        selection = selection_of_url(match.group("query") or "") if match else Selection()
+    if updated_after is not None or updated_before is not None:
+        selection = Selection(tasks=selection.tasks, view=selection.view, time_field="updated_at",
+                              after=None if updated_after is None else as_time(updated_after, "updated_after"),
+                              before=None if updated_before is None else as_time(updated_before, "updated_before"))
+    names = _names(columns)
+    if match is not None or text.startswith(("http://", "https://")):
+        base = match.group("base") if match else text.rstrip("/")
+        pid = int(match.group("id")) if match else project
+        if pid is None:
+            raise InputError(f"The Label Studio URL {text!r} names no project: use .../projects/<id> or pass "
+                             "'project'.", Reason.MISSING_SETTING, control=control)
+        with LabelStudioClient(base, token_env, timeout=timeout) as client:
+            what = f"Label Studio project {pid} at {base}"
+            xml = config_text(label_config) if label_config is not None else client.project(pid)["label_config"]
+            reading = _Reading(parse_control(xml, control, what), control_names(xml, what),
+                               _trusted_ids(trusted, client), what, selection)
+            pages = client.tasks(pid, page_size, task_ids=selection.tasks, view=selection.view,
+                                 filters=_server_filter(selection))
+            yield from _frames(pages, reading, names)
+        server: dict[str, Any] = {"server": base, "project": pid}
+    else:
+        path = Path(source)
+        what = f"Label Studio export {path.name}"
+        if label_config is None:
+            raise InputError(f"Reading the {what} needs the project's labeling config: pass 'label_config' (XML "
+                             "text or an .xml file; Label Studio shows it under Settings → Labeling Interface → "
+                             "Code).", Reason.MISSING_SETTING, file=str(path), control=control)
+        xml = config_text(label_config)
+        reading = _Reading(parse_control(xml, control, what), control_names(xml, what), _trusted_ids(trusted, None),
+                           what, selection)
+        yield from _frames(_export_tasks(path, what, selection), reading, names)
+        server = {"server": None, "project": None}
+    if report is not None:
+        spec = reading.spec
+        report.update({"source": what, "control": spec.name, "type": spec.type, "level": spec.level,
+                       "categories": spec.categories, **server, "selection": selection.describe() or None,
+                       **reading.counts.report()})
+
+
+def _server_filter(selection: Selection) -> dict[str, Any] | None:
+    """A data manager filter narrowing the tasks of a time range on the server (the range is checked again on every
+    annotation: the filter only spares reading tasks without any annotation work since ``after``)."""
+    if selection.after is None or selection.tasks is not None or selection.view is not None:
+        return None
+    # A task's updated_at moves with every annotation saved on it; its completed_at is its latest annotation.
+    after = selection.after.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # the only form the server parses
+    return {"conjunction": "and", "items": [{"filter": "filter:tasks:updated_at", "operator": "greater_or_equal",
+                                             "type": "Datetime", "value": after}]}
+
+
+def _frames(pages: Iterable[list[dict[str, Any]]], reading: _Reading, names: list[str]) -> Iterator[pd.DataFrame]:
+    for page in pages:
+        rows: list[tuple[Any, ...]] = []
+        for task in page:
+            _task_rows(task, reading, rows)
+        if rows:
+            yield _frame(rows, names, reading.spec.level)
+
+
+def _frame(rows: list[tuple[Any, ...]], names: list[str], level: str) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=[*names, *EXTRA_COLUMNS])
+    if level == "interval":
+        frame[names[2]] = pd.to_numeric(frame[names[2]]).astype("float64")
+    return frame
+
+
+def _names(columns: Columns | None) -> list[str]:
+    if columns is None:
+        return ["item_id", "rater_id", "label", "pool"]
+    return [columns.item, columns.rater, columns.label, columns.pool]
+
+
+def _export_tasks(path: Path, what: str, selection: Selection) -> Iterator[list[dict[str, Any]]]:
+    # The export is one JSON list: read once, handed over as a single page (no second copy is made from it).
+    try:
+        with path.open(encoding="utf-8") as handle:
+            tasks = json.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"The {what} does not exist ({str(path)!r}).", Reason.UNREADABLE_INPUT,
+                         file=str(path)) from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"The {what} is not a readable JSON export ({exc}).", Reason.UNREADABLE_INPUT,
+                         file=str(path)) from None
+    if not isinstance(tasks, list):
+        raise InputError(f"The {what} is not a Label Studio JSON export (a list of tasks); export as JSON, not "
+                         "JSON-MIN or CSV.", Reason.UNREADABLE_INPUT, file=str(path))
+    if selection.view is not None:
+        raise InputError(f"A data manager view selects tasks on a server, not in the {what}: select by tasks or "
+                         "time range.", Reason.INVALID_PARAMETER, file=str(path))
+    if selection.tasks is not None:
+        wanted = set(selection.tasks)
+        tasks = [t for t in tasks if isinstance(t, dict) and t.get("id") in wanted]
+    yield tasks
+
+
+def _trusted_ids(trusted: str | Sequence[Any], client: LabelStudioClient | None) -> frozenset[str] | None:
+    """None for ground truth, else the trusted annotators' ids as text (e-mails looked up on the server)."""
+    if isinstance(trusted, str):
+        if trusted == GROUND_TRUTH:
+            return None
+        trusted = [trusted]
+    wanted = {str(t) for t in trusted}
+    emails = {t for t in wanted if "@" in t}
+    if emails and client is not None:
+        for user in client.users():
+            if str(user.get("email")) in emails:
+                wanted.add(str(user.get("id")))
+    return frozenset(wanted)
+
+
+def _task_rows(task: Mapping[str, Any], reading: _Reading, rows: list[tuple[Any, ...]]) -> None:
+    counts, spec, selection = reading.counts, reading.spec, reading.selection
+    counts.tasks += 1
+    counts.drafts += len(task.get("drafts") or ())
+    found: list[tuple[tuple[Any, ...], bool, Mapping[str, Any]]] = []
+    for annotation in task.get("annotations") or ():
+        counts.annotations += 1
+        if annotation.get("was_cancelled"):
+            counts.cancelled += 1
+            continue
+        for result in annotation.get("result") or ():
+            if result.get("from_name") not in reading.names:
+                raise InputError(f"Annotation {annotation.get('id')} (task {task.get('id')}) of {reading.what} has a "
+                                 f"result of {result.get('from_name')!r}, a control the labeling config does not "
+                                 f"have (reading control {spec.name!r}); is the labeling config the project's?",
+                                 Reason.MISSING_COLUMN, project=reading.what, control=result.get("from_name"),
+                                 annotation=annotation.get("id"), task=task.get("id"))
+        results = [r for r in annotation.get("result") or () if r.get("from_name") == spec.name]
+        if not results:
+            counts.without_answer += 1
+            continue
+        label = _label(results[0], reading, annotation, task)
+        user = annotation.get("completed_by")
+        rater = str(user.get("id") if isinstance(user, Mapping) else user)
+        email = str(user.get("email")) if isinstance(user, Mapping) else None
+        if reading.trusted is None:
+            is_trusted = bool(annotation.get("ground_truth"))
+        else:
+            is_trusted = rater in reading.trusted or (email is not None and email in reading.trusted)
+        row = (str(task.get("id")), rater, label, "trusted" if is_trusted else "crowd", str(annotation.get("id")),
+               annotation.get("updated_at"))
+        found.append((row, is_trusted, annotation))
+    if selection.timed:
+        kept = [(row, t, a) for row, t, a in found if (t and selection.trusted_any_time) or selection.in_range(a)]
+        if selection.trusted_any_time and not any(not t for _, t, _ in kept):
+            kept = []  # a task without crowd work in the range is not in the batch
+        counts.outside_selection += len(found) - len(kept)
+        found = kept
+    for row, is_trusted, _ in found:
+        counts.trusted += is_trusted
+        counts.judgements += 1
+        rows.append(row)
+
+
+def _label(result: Mapping[str, Any], reading: _Reading, annotation: Mapping[str, Any],
+           task: Mapping[str, Any]) -> Any:
+    spec = reading.spec
+    where = f"annotation {annotation.get('id')} (task {task.get('id')}) of {reading.what}, control {spec.name!r}"
+    context = {"annotation": annotation.get("id"), "task": task.get("id"), "control": spec.name,
+               "project": reading.what}
+    value = (result.get("value") or {}).get(VALUE_KEYS[spec.type])
+    if spec.type in ("Choices", "Taxonomy"):
+        if not isinstance(value, list) or len(value) != 1:
+            raise InputError(f"The answer of {where} is {value!r}, not exactly one choice (multi-choice answers "
+                             "are not gated).", Reason.INVALID_PARAMETER, value=value, **context)
+        value = value[0]
+        if spec.type == "Taxonomy":
+            value = " / ".join(map(str, value)) if isinstance(value, list) else str(value)
+    elif spec.type == "Rating":
+        value = int(value) if isinstance(value, (int, float)) and float(value).is_integer() else value
+    elif not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise InputError(f"The answer of {where} is {value!r}, not a number.", Reason.NON_NUMERIC_VALUE,
+                         value=value, **context)
+    if spec.categories is not None and value not in spec.categories:
+        raise InputError(f"The answer {value!r} of {where} is not one of the labeling config's choices "
+                         f"{spec.categories}.", Reason.UNKNOWN_CATEGORY, value=value, **context)
+    return value

@@ -1,0 +1,119 @@
+"""A monitor pass costs the new judgements and the items they touch, not the history: every statement a pass runs on
+the tables that grow with the history is an index lookup on a full key or a bounded range (SQLite's query plans),
+and migration step 4 puts the collusion candidates in an index of their own.
+
+The timing itself lives in ``benchmarks/bench_monitor.py cost`` (docs/monitoring.md, "Pass cost").
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import event, inspect, text
+
+from labelgate.monitor import Monitor
+from labelgate.pipeline.config import monitor_config_from_dict
+from labelgate.pipeline.database import make_engine
+from labelgate.pipeline.migrations import SCHEMA_VERSION, migrate, schema_version
+from labelgate.pipeline.tables import keys_table, schema_version_table
+
+# The tables whose size grows with the judgements merged so far.
+GROWING = ("labelgate_monitor_judgements", "labelgate_monitor_pairs", "labelgate_monitor_windows",
+           "labelgate_monitor_passes", "labelgate_monitor_episodes")
+
+
+def _delivery(rng: np.random.Generator, first: int, n_items: int) -> pd.DataFrame:
+    items = np.repeat(np.arange(first, first + n_items), 3)
+    raters = np.concatenate([rng.choice(40, 3, replace=False) for _ in range(n_items)])
+    crowd = pd.DataFrame({"item_id": items, "rater_id": [f"c{r}" for r in raters],
+                          "label": rng.choice(["a", "b", "c"], items.size), "pool": "crowd"})
+    trusted = pd.DataFrame({"item_id": np.repeat(np.arange(first, first + n_items, 4), 2),
+                            "rater_id": np.tile(["t1", "t2"], len(range(first, first + n_items, 4))),
+                            "pool": "trusted"})
+    trusted["label"] = rng.choice(["a", "b", "c"], len(trusted))
+    out = pd.concat([crowd, trusted], ignore_index=True)
+    out["timestamp"] = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(first + np.arange(len(out)), "s")
+    return out
+
+
+def _plans(url: str, statements: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
+    """SQLite's query plan of every SELECT, UPDATE and DELETE a pass ran (on a connection of its own)."""
+    engine = make_engine(url)
+    out = []
+    with engine.connect() as conn:
+        keys_table.create(conn, checkfirst=True)  # the pass's per-connection scratch table of pair keys
+        for statement, parameters in statements:
+            if not re.match(r"\s*(SELECT|UPDATE|DELETE)", statement, re.IGNORECASE):
+                continue
+            rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
+            out.append((statement, [row[-1] for row in rows]))
+    return out
+
+
+def test_a_pass_reads_the_growing_tables_only_by_key_or_bounded_range(tmp_path: Path) -> None:
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    cfg = monitor_config_from_dict({
+        "store": {"url": url},
+        "columns": {"timestamp": "timestamp"},
+        "monitor": {"source": {"path": str(drop), "pattern": "*.csv"}, "window": {"annotations": 60},
+                    "n_boot": 20, "raters": {"min_pair_items": 2}},
+    })
+    engine = make_engine(url)
+    monitor = Monitor(cfg, engine=engine)
+    rng = np.random.default_rng(7)
+    for k in range(2):  # history: candidate pairs, windows, episodes' detector state, passes
+        _delivery(rng, 1000 * k, 60).to_csv(drop / f"d{k}.csv", index=False)
+        monitor.run_pass(send_alerts=False)
+    seen: list[tuple[str, Any]] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        seen.append((statement, parameters[0] if executemany and parameters else parameters))
+
+    late = _delivery(rng, 5000, 40)
+    late.loc[:10, "item_id"] = late.loc[:10, "item_id"] - 5000  # new ratings of items already merged ...
+    late.loc[:10, "rater_id"] = [f"late{i}" for i in range(11)]  # ... by raters not seen on them
+    late.to_csv(drop / "d2.csv", index=False)
+    summary = monitor.run_pass(send_alerts=False)
+    event.remove(engine, "before_cursor_execute", _record)
+    assert summary["n_new"] == len(late) and summary["questions"]["label"]["windows"] >= 1
+
+    plans = _plans(url, seen)
+    touched = {table for statement, _ in plans for table in GROWING if table in statement}
+    assert {"labelgate_monitor_judgements", "labelgate_monitor_pairs"} <= touched  # the test sees what it checks
+    for statement, plan in plans:
+        for line in plan:
+            table = next((t for t in GROWING if re.search(rf"\b{t}\b", line)), None)
+            if table is None:
+                continue
+            assert not line.startswith("SCAN"), f"{line} in {statement}"
+            # A search on the stream alone reads every judgement or pair the stream holds.
+            assert not re.search(r"\((stream_id|monitor)=\?\)$", line), f"{line} in {statement}"
+
+
+def test_step_4_moves_the_candidates_to_a_partial_covering_index(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'v3.sqlite'}")
+    migrate(engine)
+    with engine.begin() as conn:  # the database as step 3 left it
+        conn.execute(text("DROP INDEX ix_labelgate_monitor_pairs_candidates"))
+        conn.execute(text("CREATE INDEX ix_labelgate_monitor_pairs_candidate "
+                          "ON labelgate_monitor_pairs (stream_id, candidate)"))
+        conn.execute(schema_version_table.delete().where(schema_version_table.c.version == 4))
+        conn.execute(text(
+            "INSERT INTO labelgate_monitor_pairs VALUES (1, 0, 'a', 'b', 25, 20, 1), (1, 0, 'a', 'c', 3, 1, 0)"))
+    assert schema_version(engine) == 3
+    assert migrate(engine) == SCHEMA_VERSION == 4
+    names = {ix["name"] for ix in inspect(engine).get_indexes("labelgate_monitor_pairs")}
+    assert names == {"ix_labelgate_monitor_pairs_candidates"}
+    with engine.connect() as conn:
+        query = ("SELECT pool, rater_a, rater_b, n, agree FROM labelgate_monitor_pairs "
+                 "WHERE stream_id = 1 AND candidate IS 1")
+        plan = " ".join(row[-1] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {query}").all())
+        assert "COVERING INDEX ix_labelgate_monitor_pairs_candidates" in plan
+        assert [tuple(r) for r in conn.exec_driver_sql(query).all()] == [(0, "a", "b", 25, 20)]
