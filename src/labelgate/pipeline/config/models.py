@@ -246,7 +246,7 @@ class Interval(_Strict):
     # The per-rater diagnostics (whose flags the rater policy acts on) and the disattenuated correlation: their
     # bootstrap runs per rater and costs more per resample, hence a resample count of their own.
     diagnose_n_boot: int = Field(default=500, ge=2, le=MAX_N_BOOT,
-                                 description="Resamples of the per-rater diagnostics and ρxy.")
+                                 description="Resamples of the diagnose step's disattenuated correlation ρxy.")
 
 
 class Validation(_Strict):
