@@ -141,9 +141,26 @@ def test_incremental_equals_batch_after_any_sequence_of_deliveries(
     for metric, value in expected["metrics"].items():
         assert_close(cumulative[metric]["value"], value, metric)
     # per-rater rows equal the core diagnostics on all judgements at once (judged across the pool when read)
+    for pool_name, row, got in rater_pairs(cfg, expected, result["center"]):
+        for key in ("kappa_ci_low", "kappa_ci_high", "loo_ci_low", "loo_ci_high"):
+            if row[key] is None:
+                assert got[key] is None
+            else:
+                assert got[key] == pytest.approx(row[key], rel=1e-6, abs=1e-6), key
+        for key in ("n_ratings", "n_shared_items", "n_loo_items", "flags", "partners", "judged"):
+            assert got[key] == row[key], f"{pool_name} {row['rater_id']} {key}"
+        assert (got["p_value"] is None) == (row["p_value"] is None)
+        if row["p_value"] is not None:
+            assert got["p_value"] == pytest.approx(row["p_value"], rel=1e-6, abs=1e-9)
+    assert summary is not None
+
+
+def rater_pairs(cfg, expected, center):
+    """(pool, core row, monitor row) for every rater of the core diagnostics on all judgements at once, after
+    checking the point values (the monitor's rows are judged across the pool when read)."""
     rows = {(r["pool"], r["rater_id"]): r for r in history(cfg)["raters"]}
     crowd, trusted = expected["crowd"], expected["trusted"]
-    checks = {"min_pair_items": 2, "min_shared_items": 2, "center": result["center"]}
+    checks = {"min_pair_items": 2, "min_shared_items": 2, "center": center}
     for pool_name, pool, ref in (("crowd", crowd, trusted), ("trusted", trusted, None)):
         if pool is None:
             continue
@@ -151,17 +168,7 @@ def test_incremental_equals_batch_after_any_sequence_of_deliveries(
             got = rows[(pool_name, row["rater_id"])]
             for key in ("kappa_vs_trusted", "loo_agreement", "bias"):
                 assert_close(got[key], row[key], f"{pool_name} {row['rater_id']} {key}")
-            for key in ("kappa_ci_low", "kappa_ci_high", "loo_ci_low", "loo_ci_high"):
-                if row[key] is None:
-                    assert got[key] is None
-                else:
-                    assert got[key] == pytest.approx(row[key], rel=1e-6, abs=1e-6), key
-            for key in ("n_ratings", "n_shared_items", "n_loo_items", "flags", "partners", "judged"):
-                assert got[key] == row[key], f"{pool_name} {row['rater_id']} {key}"
-            assert (got["p_value"] is None) == (row["p_value"] is None)
-            if row["p_value"] is not None:
-                assert got["p_value"] == pytest.approx(row["p_value"], rel=1e-6, abs=1e-9)
-    assert summary is not None
+            yield pool_name, row, got
 
 
 def test_cumulative_intervals_are_close_to_the_core_bootstrap(tmp_path):

@@ -14,11 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from labelgate.metrics.diagnostics import rater_diagnostics
-from labelgate.monitor import Monitor, history, judgements, monitor_config_from_dict
+from labelgate.monitor import Monitor, judgements, monitor_config_from_dict
 from labelgate.pipeline.sources.deliveries import restatement
 from labelgate.pipeline.sources.label_studio_delivery import Hints
-from test_monitor import LABELS, assert_close, core_expected
+from test_monitor import LABELS, assert_close, core_expected, rater_pairs
 
 Source = dict[tuple[int, int], tuple[int, str]]  # (item, rater) -> (label code, pool): one annotation each
 
@@ -78,18 +77,9 @@ def test_restatements_equal_the_core_on_the_current_judgements(tmp_path_factory,
     for metric, value in expected["metrics"].items():
         got = result["cumulative"].get(metric, {}).get("value") if result["cumulative"] else None
         assert_close(got, value, metric)
-    rows = {(r["pool"], r["rater_id"]): r for r in history(cfg)["raters"]}
-    checks = {"min_pair_items": 2, "min_shared_items": 2, "center": result["center"]}
-    crowd, trusted = expected["crowd"], expected["trusted"]
-    for pool_name, pool, ref in (("crowd", crowd, trusted), ("trusted", trusted, None)):
-        if pool is None:
-            continue
-        for row in rater_diagnostics(pool, ref, pool_name=pool_name, **checks):
-            got = rows[(pool_name, row["rater_id"])]
-            for key in ("kappa_vs_trusted", "loo_agreement", "bias"):
-                assert_close(got[key], row[key], f"{pool_name} {row['rater_id']} {key}")
-            for key in ("n_ratings", "n_shared_items", "n_loo_items", "flags", "partners"):
-                assert got[key] == row[key], f"{pool_name} {row['rater_id']} {key}"
+    for pool_name, row, got in rater_pairs(cfg, expected, result["center"]):
+        for key in ("n_ratings", "n_shared_items", "n_loo_items", "flags", "partners"):
+            assert got[key] == row[key], f"{pool_name} {row['rater_id']} {key}"
     assert stored_pairs(monitor) == expected_pairs(source)
 
 
