@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[dev,postgres,dask,report]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev,postgres,dask,report,spark]"
 	$(PY) -m pip install -q --no-deps "irrCAC==0.4.4"
 	touch $(STAMP)
 
@@ -40,8 +40,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
+## The benchmark set (docs/benchmarks.md, "make bench"): under 15 min; writes its table into docs/benchmarks.md.
 bench: $(STAMP)
-	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/run.py
 
 bench-real: $(STAMP)
 	$(PY) benchmarks/real_data_panel.py

@@ -14,7 +14,12 @@ with a 95% bootstrap interval (``--n-boot`` resamples; the bootstrap runs on the
 wall times, the peak RSS of each process (driver, each worker; ``ru_maxrss``) and the largest difference
 between the two paths' values.
 
-Run: ``python benchmarks/bench_dask.py [--rows 1000000 3000000 10000000] [--n-boot 200] [--data DIR]
+With ``--rounds R`` both paths run R times per size, paired and interleaved (the order alternates every round), and
+the script prints ``RATIO`` lines — Dask over in-memory, median of the per-round ratios with min–max — for the whole
+fresh process (imports, the LocalCluster's start, read, build, point metrics: what a user's run costs) and for the
+work timed inside it, then the size where the whole-process ratio crosses 1 (``CROSSOVER``).
+
+Run: ``python benchmarks/bench_dask.py [--rows 1000000 3000000 10000000] [--n-boot 200] [--rounds 1] [--data DIR]
 [--json out.json]``. Needs the ``dask`` extra. The dataset is written under ``--data`` (not in the repository)
 and reused when present.
 """
@@ -22,9 +27,11 @@ and reused when present.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,10 +109,13 @@ def measure(pools: dict, n_boot: int) -> tuple[dict[str, float], dict[str, float
         start = time.perf_counter()
         values[name] = float(func())
         times[name] = time.perf_counter() - start
-    start = time.perf_counter()
-    est = lg.normalized_cross_kappa(crowd, trusted, ci=0.95, n_boot=n_boot, seed=0)
-    times["bootstrap"] = time.perf_counter() - start
-    values["bootstrap_ci_low"], values["bootstrap_ci_high"] = est.ci
+    if n_boot:
+        start = time.perf_counter()
+        est = lg.normalized_cross_kappa(crowd, trusted, ci=0.95, n_boot=n_boot, seed=0)
+        times["bootstrap"] = time.perf_counter() - start
+        values["bootstrap_ci_low"], values["bootstrap_ci_high"] = est.ci
+    else:
+        times["bootstrap"] = 0.0
     return values, times
 
 
@@ -167,8 +177,9 @@ def in_subprocess(kind: str, data: Path, args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 3_000_000, 10_000_000])
-    parser.add_argument("--n-boot", type=int, default=200)
+    parser.add_argument("--n-boot", type=int, default=200, help="resamples of the timed bootstrap (0: none)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="paired rounds per size (the order alternates)")
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "labelgate-bench-dask")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--_run", help=argparse.SUPPRESS)
@@ -179,20 +190,79 @@ def main(argv: list[str] | None = None) -> int:
             run_memory(args._path, args.n_boot)
         print(json.dumps(result))
         return 0
-    results = []
+    if args.rounds < 1 or args.n_boot < 0:
+        parser.error("--rounds must be >= 1 and --n-boot >= 0")
+    results, ratios = [], []
     for rows in args.rows:
         start = time.perf_counter()
         data = generate(args.data, rows)
-        print(f"# {rows:,} judgements: dataset ready in {time.perf_counter() - start:.1f} s ({data})", flush=True)
-        for kind in ("dask", "memory"):
-            result = in_subprocess(kind, data, args)
-            result["rows"] = rows
-            results.append(result)
-            print(json.dumps(result), flush=True)
-    print(report(results, os.getloadavg()))
+        print(f"# {rows:,} judgements: dataset ready in {time.perf_counter() - start:.1f} s ({data.name} under --data)",
+              flush=True)
+        for round_ in range(args.rounds):
+            for kind in ("dask", "memory") if round_ % 2 == 0 else ("memory", "dask"):
+                start = time.perf_counter()
+                result = in_subprocess(kind, data, args)
+                result["process_s"] = time.perf_counter() - start
+                result["rows"], result["round"] = rows, round_
+                results.append(result)
+                print(json.dumps(result), flush=True)
+        ratios.append((rows, paired_ratios(rows, [r for r in results if r["rows"] == rows])))
+    print(report([r for r in results if r["round"] == args.rounds - 1], os.getloadavg()))
+    print(f"\n{args.rounds} paired rounds per size (order alternating); process = the whole fresh process seen from "
+          "outside (imports, LocalCluster start, read, build, point metrics"
+          + (", bootstrap" if args.n_boot else "") + "); inside = read + build + point metrics, timed in the process")
+    for _, lines in ratios:
+        print("\n".join(lines))
+    print(crossover([(rows, statistics.median(per_round(rows, results))) for rows, _ in ratios]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
+
+
+def _inside(result: dict) -> float:
+    """Read + build + the point metrics (no Conger, no bootstrap), timed inside the process."""
+    return result["build_s"] + sum(v for k, v in result["metric_s"].items() if k not in ("conger_kappa", "bootstrap"))
+
+
+def per_round(rows: int, results: list[dict]) -> list[float]:
+    """Dask / in-memory whole-process time, per round, at ``rows``."""
+    by_round: dict[int, dict[str, float]] = {}
+    for r in results:
+        if r["rows"] == rows:
+            by_round.setdefault(r["round"], {})[r["path"]] = r["process_s"]
+    return [pair["dask"] / pair["memory"] for _, pair in sorted(by_round.items())]
+
+
+def paired_ratios(rows: int, results: list[dict]) -> list[str]:
+    """``RATIO`` lines (median of the per-round ratios, min–max) of the Dask path over the in-memory path."""
+    from timing import process_lines, ratio_line
+
+    dask, memory = f"dask ({rows:,} judgements)", f"in-memory ({rows:,} judgements)"
+    times: dict[str, dict[str, list[float]]] = {dask: {"process": [], "inside": []},
+                                                memory: {"process": [], "inside": []}}
+    for r in sorted(results, key=lambda r: r["round"]):
+        name = dask if r["path"] == "dask" else memory
+        times[name]["process"].append(r["process_s"])
+        times[name]["inside"].append(_inside(r))
+    return [*process_lines(times), ratio_line(times, dask, memory, None, clock="process"),
+            ratio_line(times, dask, memory, None, clock="inside")]
+
+
+def crossover(points: list[tuple[int, float]]) -> str:
+    """Where the Dask / in-memory ratio (whole process) crosses 1: log(ratio) interpolated linearly in log(size)."""
+    points = sorted(points)
+    text = ", ".join(f"{rows:,}: {ratio:.2f}x" for rows, ratio in points)
+    for (n0, r0), (n1, r1) in itertools.pairwise(points):
+        if (r0 - 1) * (r1 - 1) <= 0 and r0 != r1:
+            at = np.exp(np.log(n0) + np.log(r0) / (np.log(r0) - np.log(r1)) * (np.log(n1) - np.log(n0)))
+            return f"  CROSSOVER dask / in-memory (process) = 1 at about {at:,.0f} judgements (medians {text})"
+    if len(points) >= 2:
+        (n0, r0), (n1, r1) = points[0], points[-1]
+        side = "in-memory" if r0 > 1 else "Dask"
+        slope = (np.log(r1) - np.log(r0)) / (np.log(n1) - np.log(n0))
+        return (f"  CROSSOVER none measured: {side} faster at every size (medians {text}); the ratio changes by "
+                f"x{10 ** slope:.2f} per tenfold size between the measured sizes (not extrapolated)")
+    return f"  CROSSOVER none measured (medians {text})"
 
 
 def report(results: list[dict], load: tuple[float, float, float]) -> str:

@@ -15,8 +15,14 @@ way: median and range of the wall time of read + validation (imports excluded), 
 the peak resident memory of the process (``ru_maxrss``) — whole, and above the process's resident memory after
 the imports (what reading and validating added). Every observed value and interval must agree to 1e-9.
 
+Options of the database (PostgreSQL), printed in the header: ``--unique-key`` gives the table a unique index on
+(item_id, rater_id, pool) — created if missing, dropped without the flag — so the plan skips the duplicate scan
+(``details.sql.duplicates``); ``--work-mem 64MB`` sets ``work_mem`` for both ways' connections through the URL
+(libpq ``options=-c work_mem=...``: the session only, the server's configuration unchanged).
+
 Run: ``python benchmarks/bench_gx_sql.py --url postgresql+psycopg://USER@HOST:PORT/DB [--judgements 10000000]
-[--rounds 3]`` (from the repository root, with the project installed; ``--drop`` removes the cached table).
+[--rounds 3] [--unique-key] [--work-mem 64MB]`` (from the repository root, with the project installed; ``--drop``
+removes the cached table).
 """
 
 from __future__ import annotations
@@ -68,17 +74,18 @@ else:
              .get_batch(batch_parameters={"dataframe": df.sort_values("item_id", kind="stable")}))
 res = batch.validate(suite)
 seconds = time.perf_counter() - start
-values, fetches = [], {}
+values, fetches, duplicates = [], {}, None
 for r in res.results:
     d = r.result["details"]
     assert r.exception_info.get("raised_exception") is not True, r.exception_info
     values.append([d["value"], d.get("ci_low"), d.get("ci_high")])
     if d.get("sql"):  # expectations that shared one fetch report it once each
         fetches[d["sql"]["fetch_id"]] = d["sql"]["rows_fetched"]
+        duplicates = d["sql"].get("duplicates")
 fetched = sum(fetches.values())
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"seconds": seconds, "values": values, "rows_fetched": fetched if way == "sql" else len(df),
-                  "peak_mib": peak, "added_mib": peak - base}))
+                  "peak_mib": peak, "added_mib": peak - base, "duplicates": duplicates}))
 """
 
 
@@ -137,6 +144,18 @@ def load_postgres(url: str, table: str, judgements: int, seed: int) -> None:
     print(f"loaded {judgements:,} rows into {table} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 
+def key_index(url: str, table: str, wanted: bool) -> None:
+    """Create (``wanted``) or drop the unique index on (item_id, rater_id, pool) of the PostgreSQL ``table``."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        index = f"{table}_key"
+        conn.execute(sa.text(f"CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {table} (item_id, rater_id, pool)"
+                             if wanted else f"DROP INDEX IF EXISTS {index}"))
+    engine.dispose()
+
+
 def load_sqlite(url: str, table: str, judgements: int, seed: int) -> None:
     import pandas as pd
     import sqlalchemy as sa
@@ -162,6 +181,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", help="a PostgreSQL URL (default: a SQLite file in a temporary folder)")
     parser.add_argument("--drop", action="store_true", help="drop the cached PostgreSQL table and exit")
+    parser.add_argument("--unique-key", action="store_true", help="PostgreSQL: a unique index on (item_id, "
+                        "rater_id, pool), created if missing (dropped without the flag)")
+    parser.add_argument("--work-mem", help="PostgreSQL: work_mem of both ways' sessions, e.g. 64MB")
     args = parser.parse_args()
     table = table_name(args.judgements, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,6 +195,10 @@ def main() -> None:
                 conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
             return
         (load_postgres if args.url else load_sqlite)(url, table, args.judgements, args.seed)
+        if args.url:
+            key_index(url, table, args.unique_key)
+            if args.work_mem:
+                url += ("&" if "?" in url else "?") + f"options=-c%20work_mem%3D{args.work_mem}"
         if args.rounds == 0:  # load (and cache) the table only
             return
         results: dict[str, list[dict]] = {"sql": [], "read_sql": []}
@@ -184,8 +210,10 @@ def main() -> None:
         for r in rs:
             for got, want in zip(r["values"], reference, strict=True):
                 assert all(abs(a - b) < 1e-9 for a, b in zip(got, want, strict=True)), (got, want)
+    options = (f"; duplicate rule: {results['sql'][0]['duplicates']}; work_mem "
+               f"{args.work_mem or 'the server default'}") if args.url else ""
     print(f"# bench_gx_sql: {args.judgements:,} judgements, {url.split(':')[0]}, gate suite (4 expectations, "
-          f"200 resamples), {args.rounds} paired rounds; load average at start {os.getloadavg()[0]:.2f}")
+          f"200 resamples), {args.rounds} paired rounds; load average at start {os.getloadavg()[0]:.2f}{options}")
     for way, rs in results.items():
         seconds = [r["seconds"] for r in rs]
         peak = [r["peak_mib"] for r in rs]

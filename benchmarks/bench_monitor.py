@@ -1,6 +1,7 @@
 """Monitor benchmarks: cost of a pass vs the history merged before it, false alarms on a stationary run, detection delay.
 
     python benchmarks/bench_monitor.py cost --sizes 10000,1000000,10000000 --rounds 9   # pass cost vs history
+    python benchmarks/bench_monitor.py statements --sizes 10000,10000000   # CPU seconds per SQL statement of a pass
     python benchmarks/bench_monitor.py false-alarms --seeds 16 --windows 1000
     python benchmarks/bench_monitor.py delay --seeds 20
 
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -186,6 +188,43 @@ def one_pass(args: argparse.Namespace) -> None:
                       "timing": summary["timing"]}))
 
 
+def statements(args: argparse.Namespace) -> dict:
+    """One pass on a copy of each cached state, with the CPU seconds of every SQL statement (grouped by its text)
+    and of the commit: where a pass's cost grows with the history."""
+    from sqlalchemy import event
+
+    cache, out = Path(args.cache), {}
+    for n in [int(float(x)) for x in args.sizes.split(",")]:
+        state, meta = cached_state(cache, n, args.chunk, args.window, seed=1)
+        scratch = cache / "scratch" / f"statements-{n}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.copytree(state, scratch)
+        new_delivery(scratch, meta, meta["window"], args.round)
+        monitor = Monitor(monitor_config_from_dict(state_config(scratch, meta["window"])))
+        spent: dict[str, list[float]] = {}
+
+        def _before(conn: Any, *_: Any) -> None:
+            conn.info["cpu"] = time.process_time()
+
+        def _after(conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool,
+                   spent: dict[str, list[float]] = spent) -> None:
+            row = spent.setdefault(" ".join(statement.split())[:100], [0.0, 0])
+            row[0] += time.process_time() - conn.info["cpu"]
+            row[1] += len(parameters) if many else 1
+
+        event.listen(monitor.engine, "before_cursor_execute", _before)
+        event.listen(monitor.engine, "after_cursor_execute", _after)
+        cpu = time.process_time()
+        summary = monitor.run_pass(send_alerts=False)
+        cpu = time.process_time() - cpu
+        print(f"history {n:,}: pass {cpu:.3f} s cpu; timing {summary['timing']}")
+        for text, (seconds, rows) in sorted(spent.items(), key=lambda kv: -kv[1][0])[: args.top]:
+            print(f"  {seconds:6.3f} s cpu {rows:7,} rows  {text}")
+        out[n] = {"cpu": cpu, "statements": {k: v[0] for k, v in spent.items()}}
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"sizes": {n: round(v["cpu"], 3) for n, v in out.items()}}
+
+
 def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):6.3f} ({min(values):.3f}–{max(values):.3f})"
 
@@ -320,6 +359,13 @@ def main() -> None:
     c.add_argument("--chunk", type=int, default=500_000)
     c.add_argument("--rounds", type=int, default=9)
     c.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "labelgate-bench-monitor"))
+    t = sub.add_parser("statements", help="one pass per state with the CPU time of every SQL statement")
+    t.add_argument("--sizes", default="10000,10000000")
+    t.add_argument("--window", type=int, default=10_000)
+    t.add_argument("--chunk", type=int, default=500_000)
+    t.add_argument("--round", type=int, default=5, help="which new delivery (as in a round of cost)")
+    t.add_argument("--top", type=int, default=6)
+    t.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "labelgate-bench-monitor"))
     o = sub.add_parser("one-pass")
     o.add_argument("--state", required=True)
     o.add_argument("--scratch", required=True)
@@ -333,7 +379,7 @@ def main() -> None:
     if args.what == "one-pass":
         one_pass(args)
         return
-    result = {"cost": cost, "false-alarms": false_alarms, "delay": delay}[args.what](args)
+    result = {"cost": cost, "statements": statements, "false-alarms": false_alarms, "delay": delay}[args.what](args)
     print(json.dumps(result, indent=2))
 
 

@@ -1,9 +1,9 @@
 """Start-up latency of what a user starts: ``import labelgate``, ``labelgate --help``, the CLI's early errors and a
 stored-decision rerun — each a fresh process, against ``import numpy`` / ``import pandas`` timed in the same run.
 
-Paired, interleaved timings: every round runs each command once, in an order that alternates between rounds, so
-load changes on a shared machine hit every command alike. Printed: median and spread (min–max) in seconds, and the
-ratio of medians against the reference named in each line, with the target from the issue.
+Paired, interleaved timings (:func:`timing.paired_processes`): every round runs each command once, in an order that
+alternates between rounds, so load changes on a shared machine hit every command alike. Printed: median and spread
+(min–max) in seconds, and one ``RATIO`` line per target: the median of the per-round ratios with its min–max.
 
 Run: ``python benchmarks/bench_startup.py [--rounds 11]`` (from the repository root, with the project installed).
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import bench_env, paired_processes, ratio_line, spread
 
 CONFIG = """
 gates:
@@ -75,27 +75,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         prepare(work)
         cmds = commands(work)
-        names = list(cmds)
-        times: dict[str, list[float]] = {name: [] for name in names}
-        for round_ in range(args.rounds):
-            order = names if round_ % 2 == 0 else names[::-1]
-            for name in order:
-                start = time.perf_counter()
-                subprocess.run(cmds[name], capture_output=True, cwd=work, env=env)
-                times[name].append(time.perf_counter() - start)
+        # exit status of each command: the two error commands must fail as a user would see them fail
+        times = paired_processes(cmds, args.rounds, cwd=work, env=bench_env(), expect={"config error": 3,
+                                                                                      "input error": 3})
     print(f"{args.rounds} interleaved rounds, fresh processes, load average {os.getloadavg()[0]:.1f}")
-    for name in names:
-        t = times[name]
-        print(f"  {name:<24} median {statistics.median(t):.3f} s  (min {min(t):.3f}, max {max(t):.3f})")
+    for name, t in times.items():
+        print(f"  {name:<24} process s {spread(t['process'])}")
     for name, reference, target in RATIOS:
-        ratio = statistics.median(times[name]) / statistics.median(times[reference])
-        verdict = "meets" if ratio <= target else "MISSES"
-        print(f"  {name} / {reference}: {ratio:.2f}x  (target <= {target:.0f}x: {verdict})")
+        print(ratio_line(times, name, reference, target, clock="process"))
 
 
 if __name__ == "__main__":

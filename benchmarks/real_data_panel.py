@@ -209,7 +209,10 @@ def pair_row(question: Question, name_x: Any, name_y: Any, *, n_boot: int = DEFA
     x, y = x_all.subset_items(common), y_all.subset_items(common)
     nominal = question.level == "nominal"
     norm = lg.normalized_cross_kappa(x_all, y_all, irr="krippendorff_alpha", ci=ci, n_boot=n_boot, seed=seed)
-    d = norm.details
+    # normalized κx's default interval is the delta method; the α and κx intervals of the table are the item
+    # bootstrap's (BCa, each metric's default), from one joint resampling of the common items.
+    d = lg.normalized_cross_kappa(x_all, y_all, irr="krippendorff_alpha", ci=ci, n_boot=n_boot, seed=seed,
+                                  ci_method="bca").details if ci is not None else norm.details
     row: dict[str, Any] = {
         "dataset": question.dataset, "question": question.question, "level": question.level,
         "pool_x": name_x, "pool_y": name_y,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import urllib.request
@@ -59,6 +60,24 @@ def prefect_api_healthy(api: str) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+#: Loggers whose level, handlers or propagation the command line changes in its own process (``labelgate gate``
+#: silences them, ``labelgate serve`` gives its logger a handler): restored after every test, so a CLI test that
+#: runs in-process never mutes the log another test of the same worker reads.
+CLI_LOGGERS = ("labelgate", "labelgate.serve", "labelgate.gate", "prefect", "great_expectations", "distributed")
+
+
+@pytest.fixture(autouse=True)
+def _restore_cli_loggers() -> Any:
+    saved = {name: (lg.level, list(lg.handlers), lg.propagate)
+             for name in CLI_LOGGERS for lg in (logging.getLogger(name),)}
+    yield
+    for name, (level, handlers, propagate) in saved.items():
+        lg = logging.getLogger(name)
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.propagate = propagate
 
 
 @pytest.fixture(scope="session")
@@ -157,3 +176,32 @@ def label_studio_server() -> Any:
     finally:
         subprocess.run([str(LABEL_STUDIO_SCRIPT), "stop", exported["LABELGATE_TEST_LS_DIR"]], capture_output=True,
                        timeout=120)
+
+
+@pytest.fixture(scope="session")
+def spark_session() -> Any:
+    """One local Spark session for the whole test session (one JVM: starting one takes seconds).
+
+    ``local[1]``, a small driver, no UI, one shuffle partition. Skips when pyspark (``pip install -e ".[spark]"``,
+    part of ``make setup``) or a Java runtime (Spark 4 needs Java 17) is missing, or when the session does not start.
+    """
+    import shutil
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the 'spark' extra; `make setup` installs it)")
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        pytest.skip("no Java runtime for Spark: install Java 17 (e.g. openjdk-17-jre-headless) or set JAVA_HOME")
+    from pyspark.sql import SparkSession
+
+    try:
+        spark = (SparkSession.builder.master("local[1]").appName("labelgate-tests")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.driver.memory", "512m").config("spark.sql.shuffle.partitions", "1")
+                 .getOrCreate())
+    except Exception as exc:  # a JVM that does not start (wrong Java version, no memory)
+        first = (str(exc).splitlines() or [""])[0][:300]
+        pytest.skip(f"a local Spark session did not start: {type(exc).__name__}: {first}")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()

@@ -21,6 +21,7 @@ import pytest
 import labelgate as lg
 from labelgate.core.align import align_items, on_one_index
 from labelgate.core.columns import EncodedColumn, factorize, factorize_objects
+from labelgate.core.strings import HEAD, fixed_width_codes, hash_codes, object_string_codes
 from labelgate.metrics.panel import metrics_panel
 from labelgate.metrics.spa import WEIGHTINGS
 
@@ -71,6 +72,9 @@ def random_table(seed, n=80, ids="strings"):
     if ids == "strings":
         item_ids = [ID_POOL[k % len(ID_POOL)] + str(k // len(ID_POOL)) for k in rng.permutation(n_items)]
         rater_ids = [f"r{k}-ü" for k in rng.permutation(n_raters)]
+    elif ids == "fixed":  # one byte width per column (Arrow strings are coded from their bytes)
+        item_ids = [f"é{k:03d}" for k in rng.permutation(n_items)]
+        rater_ids = [f"r{k}" for k in rng.permutation(n_raters)]
     elif ids == "dense":
         item_ids = [int(k) for k in rng.permutation(n_items) - 3]
         rater_ids = [int(k) for k in rng.permutation(n_raters)]
@@ -117,7 +121,7 @@ def forms(items, raters, labels):
                                                    "rater_id": pd.Series(raters, dtype=object), "label": labels})
 
 
-@pytest.mark.parametrize("ids", ["strings", "dense", "sparse"])
+@pytest.mark.parametrize("ids", ["strings", "fixed", "dense", "sparse"])
 @pytest.mark.parametrize("duplicates", ["first", "last"])
 @pytest.mark.parametrize("seed", range(6))
 def test_every_input_form_gives_the_reference_ratings(seed, duplicates, ids):
@@ -191,6 +195,117 @@ def test_factorize_routes_handle_awkward_values():
     assert col.codes.tolist() == [0, 1, 1, -1, -1, 0]
 
 
+def first_appearance(values):
+    """Codes and uniques in order of first appearance, by a dict (the reference of every route)."""
+    index = {}
+    codes = [index.setdefault(v, len(index)) for v in values]
+    return codes, list(index)
+
+
+def assert_reference_codes(column, values, route):
+    col = factorize(column)
+    codes, uniques = first_appearance(values)
+    assert col.codes.tolist() == codes, route
+    assert list(col.uniques) == uniques, route
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_fixed_width_arrow_strings_take_every_route_and_give_the_reference_codes(large):
+    rng = np.random.default_rng(11)
+    kind = pa.large_string() if large else pa.string()
+    n = 3 * HEAD
+    cases = {
+        "lookup, one byte": [["A", "B", "C"][k] for k in rng.integers(0, 3, n)],
+        "lookup, two bytes (one Unicode letter)": [["é", "ß", "ab"][k] for k in rng.integers(0, 3, n)],
+        "lookup, empty strings": [""] * n,
+        "few values": [["crowd", "trust", "gold ", " gold"][k] for k in rng.integers(0, 4, n)],
+        # a few values in the head, another only after it: the search misses it and the hash route takes over
+        "few values, one after the head": [["crowd", "trust"][k] for k in rng.integers(0, 2, n - 5)] + ["late!"] * 5,
+        "hash": [f"i{k:06d}" for k in rng.integers(0, n // 3, n)],
+        "hash, Unicode ids of one width": [f"ü{k:05d}" for k in rng.integers(0, n // 3, n)],
+        "hash, NUL bytes": [f"\x00{k:04d}\x00" for k in rng.integers(0, n // 3, n)],
+    }
+    for route, values in cases.items():
+        array = pa.array(values, type=kind)
+        found = fixed_width_codes(array)
+        if route == "few values, one after the head":  # the head's values miss a row: the general route
+            assert found is None
+        else:
+            assert found is not None, route
+        if route.startswith("hash"):  # the hash route numbers values in order of first appearance itself
+            assert found[0].tolist() == first_appearance(values)[0], route
+        assert_reference_codes(array, values, route)
+        assert_reference_codes(pd.Series(values, dtype="str"), values, route + " (pandas)")
+        half = n // 2
+        chunked = pa.chunked_array([array.slice(0, half), array.slice(half)])
+        assert_reference_codes(chunked, values, route + " (chunks)")
+        # chunks with their own dictionaries (Arrow's CSV reader): the dictionaries are coded jointly
+        dictionaries = pa.chunked_array([array.slice(0, half).dictionary_encode(), array.slice(half).dictionary_encode()])
+        assert_reference_codes(dictionaries, values, route + " (dictionary chunks)")
+        assert_reference_codes(array.slice(7), values[7:], route + " (a slice: offsets not at zero)")
+
+
+def test_arrow_strings_outside_the_fixed_width_routes_give_the_reference_codes():
+    rng = np.random.default_rng(12)
+    items = [f"i{k}" for k in rng.integers(0, 500, 2000)]  # widths differ
+    wide = [f"item-{k:06d}" for k in rng.integers(0, 500, 2000)]  # 11 bytes
+    few_ids = [f"w{k:04d}" for k in rng.integers(0, 100, 2 * HEAD)]  # many rows per id: the library's hash
+    with_null = [f"a{k:03d}" for k in rng.integers(0, 50, 100)]
+    for values in (items, wide, few_ids):
+        assert fixed_width_codes(pa.array(values)) is None
+        assert_reference_codes(pa.array(values), values, "general route")
+    array = pa.array([*with_null, None, *with_null])
+    assert fixed_width_codes(array) is None
+    col = factorize(array)
+    assert col.codes[len(with_null)] == -1 and col.codes.tolist()[:len(with_null)] == first_appearance(with_null)[0]
+    mixed = pa.chunked_array([pa.array(["ab", "cd"]), pa.array(["abc", "ab"])])  # chunks of different widths
+    assert fixed_width_codes(mixed) is None
+    assert_reference_codes(mixed, ["ab", "cd", "abc", "ab"], "mixed widths")
+
+
+def test_object_strings_of_one_length_are_coded_from_their_bytes_exactly():
+    rng = np.random.default_rng(14)
+    n = 2 * HEAD
+    taken = {  # values of one ASCII length: coded from their bytes
+        "lookup": [["A", "B"][k] for k in rng.integers(0, 2, n)],
+        "empty": [""] * n,
+        "few": [["crowd", "trust", "gold "][k] for k in rng.integers(0, 3, n)],
+        "hash": [f"w{k:05d}" for k in rng.integers(0, 2000, n)],
+        "NUL inside": [f"a\x00{k:03d}" for k in rng.integers(0, 500, n)],
+    }
+    refused = {  # anything the fixed-width bytes could confuse: the hash-and-compare route
+        "a trailing NUL": [f"b{k:03d}" for k in rng.integers(0, 500, n - 1)] + ["b00\x00"],
+        "a longer value": [f"c{k:03d}" for k in rng.integers(0, 500, n - 1)] + ["c0001"],
+        "a shorter value": [f"d{k:03d}" for k in rng.integers(0, 500, n - 1)] + ["d00"],
+        "bytes among strings": [f"e{k:03d}" for k in rng.integers(0, 500, n - 1)] + [b"e001"],
+        "numbers among strings": ["1"] * (n - 1) + [1],
+        "not ASCII": [f"é{k:03d}" for k in rng.integers(0, 500, n)],
+        "longer than 8": [f"item-{k:05d}" for k in rng.integers(0, 500, n)],
+    }
+    for route, values in {**taken, **refused}.items():
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+        assert (object_string_codes(array) is None) == (route in refused), route
+        col = factorize_objects(array)
+        codes, uniques = first_appearance(values)
+        assert col.codes.tolist() == codes, route
+        assert [type(u) for u in col.uniques] == [type(u) for u in uniques], route
+        assert list(col.uniques) == uniques, route
+
+
+def test_the_vectorised_hash_is_exact_and_grows_its_table():
+    rng = np.random.default_rng(13)
+    distinct = np.concatenate([rng.integers(0, 2**63, 3000, dtype=np.uint64) * np.uint64(2),
+                               np.asarray([0, 1, 2**64 - 1], dtype=np.uint64)])  # 2^64 - 1: the empty marker
+    keys = distinct[rng.integers(0, distinct.size, 20_000)]
+    codes, first = first_appearance(keys.tolist())
+    for bits in (10, 16):  # 10 bits: 1,024 slots for ~3,000 keys, the table must grow
+        got, rows = hash_codes(keys, bits)
+        assert got.tolist() == codes
+        assert keys[rows].tolist() == first
+        assert (rows == np.unique(got, return_index=True)[1]).all()
+
+
 def test_a_hash_collision_falls_back_to_the_exact_route():
     class Colliding:
         def __init__(self, name):
@@ -245,6 +360,32 @@ def test_the_six_spa_weightings_share_their_sums_and_equal_a_fresh_computation()
         assert float(first) == float(fresh) and first.ci == fresh.ci
 
 
+@pytest.mark.parametrize("marginals", ["all_rated_items", "pairable_items"])
+def test_point_totals_of_the_chance_family_equal_the_sums_of_their_blocks(marginals):
+    from labelgate.metrics._blocks import column_sums
+    from labelgate.metrics._chance import (
+        build_bennett_s,
+        build_conger_kappa,
+        build_fleiss_kappa,
+        build_gwet_ac,
+        build_percent_agreement,
+    )
+
+    rng = np.random.default_rng(6)
+    n = 3000  # 1-4 ratings per item, single-rated items among them
+    data = {"item_id": rng.integers(0, 1200, n), "rater_id": rng.integers(0, 25, n), "label": rng.integers(0, 4, n)}
+    r = lg.Ratings.from_long(data, duplicates="first")
+    builders = [build_percent_agreement(r), build_bennett_s(r, weights="linear"),
+                build_fleiss_kappa(r, marginals=marginals), build_gwet_ac(r, weights="quadratic", marginals=marginals),
+                build_conger_kappa(r, marginals=marginals)]
+    for stat in builders:
+        assert stat.blocks is None and stat.totals is not None  # the point estimate builds no block
+        from_totals = stat.point()
+        from_blocks = stat.finalize([column_sums(b) for b in stat.get_blocks()])
+        for key, value in from_totals.items():
+            np.testing.assert_allclose(value, from_blocks[key], rtol=1e-12, atol=1e-12, err_msg=key)
+
+
 def test_metrics_panel_reports_every_requested_spa_weighting():
     r = lg.Ratings.from_wide([[1, 1, 0], [0, 1, 1], [0, 0, 0], [1, 1, 1]])
     panel = metrics_panel({"all": r}, ci=None, spa_weightings=WEIGHTINGS)["all"]
@@ -254,14 +395,18 @@ def test_metrics_panel_reports_every_requested_spa_weighting():
     assert {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "percent_agreement"} <= set(panel)
 
 
-def test_no_route_builds_a_raters_by_items_array():
+@pytest.mark.parametrize("ids", ["objects of several widths", "Arrow strings of one width"])
+def test_no_route_builds_a_raters_by_items_array(ids):
     # 10^5 raters x 5 * 10^4 items would be 5 * 10^9 cells dense; the build must stay near the input's size
     rng = np.random.default_rng(0)
     n = 200_000
     items = rng.integers(0, 50_000, n)
     raters = rng.permutation(n) % 100_000
-    data = {"item_id": np.asarray([f"item-{k}" for k in items], dtype=object),
-            "rater_id": pd.Categorical(raters), "label": rng.integers(0, 5, n)}
+    if ids == "objects of several widths":  # the hash-and-compare route
+        item_ids = np.asarray([f"item-{k}" for k in items], dtype=object)
+    else:  # the vectorised hash table on the ids' bytes
+        item_ids = pd.Series([f"i{k:06d}" for k in items], dtype="str")
+    data = {"item_id": item_ids, "rater_id": pd.Categorical(raters), "label": rng.integers(0, 5, n)}
     tracemalloc.start()
     try:
         r = lg.Ratings.from_long(data, duplicates="first")

@@ -159,13 +159,20 @@ def test_gate_a_label_studio_project(legacy: Server, tmp_path: Path, scenario: s
     stars = lg.read_label_studio(url, control="stars", trusted=trusted_ids)
     assert stars.attrs["label_studio"]["level"] == "ordinal" and set(stars["label"]) <= {1, 3, 5}
 
-    summary = run(_gate_config(tmp_path, trusted_ids), batch=url, batch_id=f"ls-{scenario}")
+    # the project has two controls: one configuration, one run decides both questions
+    config = _gate_config(tmp_path, trusted_ids)
+    config["batch"]["control"] = ["sentiment", "stars"]
+    config["questions"] = [{"name": "sentiment", "label_column": "sentiment"},  # nominal, as the config's Choices
+                           {"name": "stars", "label_column": "stars", "level": "ordinal"}]
+    summary = run(config, batch=url, batch_id=f"ls-{scenario}")
     assert summary["decision"] == expected, summary["reasons"]
+    assert set(summary["metrics"]) == {"sentiment", "stars"}
 
     written = write_back(summary, url=url, task_ids=table["item_id"].unique())
     assert written == table["item_id"].nunique()
     task = legacy.api.get(f"/api/tasks/{table['item_id'].iloc[0]}").json()
     assert task["meta"][META_KEY]["decision"] == expected
+    assert set(task["meta"][META_KEY]["metrics"]) == {"sentiment", "stars"}
     assert task["meta"][META_KEY]["run_id"] == summary["run_id"]
     # the annotations are untouched (the route only updates meta)
     assert len(task["annotations"]) == (table["item_id"] == table["item_id"].iloc[0]).sum()

@@ -6,6 +6,7 @@ per-annotator record. The server-side tests are in tests/test_label_studio.py an
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from labelgate.pipeline.sources.label_studio import (
     source_selection,
 )
 from labelgate.pipeline.sources.label_studio.labeling_config import Control, question_categories
-from test_label_studio import CONFIG, EXPORT
+from test_label_studio import CONFIG, EXPORT, STARS
 
 TWO_CONTROLS = ('<View><Text name="text" value="$text"/>'
                 '<Choices name="severity" toName="text"><Choice value="low"/><Choice value="mid"/>'
@@ -185,3 +186,226 @@ def test_a_server_that_is_down_or_a_missing_token_is_an_error_decision(tmp_path:
     monkeypatch.setenv("LG_TEST_NO_TOKEN", "a-token")
     down = run(config, batch=url, batch_id="down")
     assert down["decision"] == "ERROR" and "did not answer while reading project 3" in down["reasons"][0]
+
+
+def _synthetic_export(folder: Path) -> tuple[Path, list[int]]:
+    """A JSON export (the server's shape) of a synthetic crowd and trusted pool over two controls: ``sentiment`` and a
+    ``stars`` rating drawn around the sentiment (seeded), with the trusted annotators' ids."""
+    import numpy as np
+
+    from labelgate.pipeline.synth import PoolSpec, Scenario, simulate
+
+    spec = Scenario(n_items=120, difficulty=0.1, pools=(PoolSpec("crowd", n_raters=5, ratings_per_item=(3, 3)),
+                                                        PoolSpec("trusted", n_raters=3, ratings_per_item=(2, 2))))
+    judgements = simulate(spec, seed=11)
+    rng = np.random.default_rng(11)
+    users = {key: k + 1 for k, key in enumerate(judgements[["pool", "rater_id"]].drop_duplicates()
+                                                .itertuples(index=False, name=None))}
+    tasks, annotation = [], 0
+    for task, (_, rows) in enumerate(judgements.groupby("item_id", sort=True), start=1):
+        annotations = []
+        for row in rows.itertuples():
+            annotation += 1
+            stars = int(np.clip(STARS[row.label] + rng.integers(-1, 2), 1, 5))
+            annotations.append({"id": annotation, "completed_by": users[(row.pool, row.rater_id)], "task": task,
+                                "was_cancelled": False, "ground_truth": False, "updated_at": "2026-11-25T00:00:00Z",
+                                "result": [{"from_name": "sentiment", "type": "choices",
+                                            "value": {"choices": [row.label]}},
+                                           {"from_name": "stars", "type": "rating", "value": {"rating": stars}}]})
+        tasks.append({"id": task, "annotations": annotations, "drafts": []})
+    path = folder / "two-controls.json"
+    path.write_text(json.dumps(tasks), encoding="utf-8")
+    return path, sorted(u for (pool, _), u in users.items() if pool == "trusted")
+
+
+def _config(tmp_path: Path, control: Any, questions: list[dict[str, Any]], trusted: list[int]) -> dict[str, Any]:
+    return {"batch": {"format": "label_studio", "control": control, "label_config": CONFIG, "trusted": trusted},
+            "questions": questions, "interval": {"n_boot": 50, "diagnose_n_boot": 20},
+            "gates": [{"type": "normalized_cross_kappa", "min_value": 0.5}, {"type": "irr_baseline", "tolerance": 0.3}],
+            "store": {"url": f"sqlite:///{(tmp_path / 'results.db').as_posix()}"},
+            "reports": {"dir": str(tmp_path / "reports")}}
+
+
+def test_one_gate_run_decides_every_control_as_separate_runs_would(tmp_path: Path) -> None:
+    """``control: [sentiment, stars]``: one reading, one run, one decision over both questions, whose metrics are those
+    of two single-control runs; the level and the categories of each question come from the labeling config."""
+    from labelgate.gate import run
+
+    export, trusted = _synthetic_export(tmp_path)
+    long = lg.read_label_studio(export, control=["sentiment", "stars"], trusted=trusted, label_config=CONFIG)
+    assert long.groupby("question").size().to_dict() == {"sentiment": 600, "stars": 600}
+    assert long.attrs["label_studio"]["controls"]["stars"] == {"type": "Rating", "level": "ordinal",
+                                                               "categories": [1, 2, 3, 4, 5]}
+    one = lg.read_label_studio(export, control="stars", trusted=trusted, label_config=CONFIG)
+    assert long.loc[long["question"] == "stars", "label"].tolist() == one["label"].tolist()
+
+    questions = [{"name": "sentiment", "label_column": "sentiment"},
+                 {"name": "stars", "label_column": "stars", "level": "ordinal"}]
+    both = run(_config(tmp_path, ["sentiment", "stars"], questions, trusted), batch=str(export), batch_id="both")
+    assert both["decision"] in ("ACCEPT", "REJECT", "REVIEW") and set(both["metrics"]) == {"sentiment", "stars"}
+    decisions = []
+    for question in questions:
+        alone = {k: v for k, v in question.items() if k != "label_column"}
+        single = run(_config(tmp_path, question["name"], [alone], trusted), batch=str(export),
+                     batch_id=f"only-{question['name']}")
+        decisions.append(single["decision"])
+        for metric, row in single["metrics"][question["name"]].items():
+            if isinstance(row, dict) and row.get("value") is not None:
+                assert both["metrics"][question["name"]][metric]["value"] == pytest.approx(row["value"], abs=1e-12)
+    worst = ["ACCEPT", "REVIEW", "REJECT"]
+    assert both["decision"] == max(decisions, key=worst.index)
+
+
+def test_a_question_that_states_no_level_is_decided_at_its_controls_level(tmp_path: Path) -> None:
+    """A question over the ``Rating`` that states no level is gated as the labeling config's ordinal scale: the same
+    numbers as a question that states ``level: ordinal``, not those of the default nominal level."""
+    from labelgate.gate import run
+
+    export, trusted = _synthetic_export(tmp_path)
+
+    def values(question: dict[str, Any], batch_id: str) -> dict[str, float]:
+        summary = run(_config(tmp_path, ["sentiment", "stars"], [question], trusted), batch=str(export),
+                      batch_id=batch_id)
+        assert summary["decision"] != "ERROR", summary["reasons"]
+        return {metric: row["value"] for metric, row in summary["metrics"]["stars"].items()
+                if isinstance(row, dict) and row.get("value") is not None}
+
+    unstated = values({"name": "stars", "label_column": "stars"}, "unstated")
+    ordinal = values({"name": "stars", "label_column": "stars", "level": "ordinal"}, "ordinal")
+    nominal = values({"name": "stars", "label_column": "stars", "level": "nominal"}, "nominal")
+    assert unstated and unstated.keys() == ordinal.keys()
+    assert all(unstated[m] == pytest.approx(ordinal[m], abs=1e-12) for m in unstated)
+    assert any(abs(unstated[m] - nominal[m]) > 1e-6 for m in unstated.keys() & nominal.keys())
+
+
+@pytest.mark.parametrize(("control", "question", "message"), [
+    (["sentiment", "stars"], {"name": "sentiment"}, "reads column 'label', but the label_studio source .* reads the "
+                                                    "control\\(s\\) \\['sentiment', 'stars'\\] only"),
+    ("sentiment", {"name": "stars", "label_column": "stars", "level": "ordinal"}, "list the controls in 'control'"),
+])
+def test_a_question_that_reads_no_control_is_an_error(tmp_path: Path, control: Any,
+                                                                         question: dict[str, Any],
+                                                                         message: str) -> None:
+    from labelgate.gate import run
+
+    export, trusted = _synthetic_export(tmp_path)
+    summary = run(_config(tmp_path, control, [question], trusted), batch=str(export), batch_id="wrong")
+    assert summary["decision"] == "ERROR" and summary["error_step"] == "validate"
+    assert re.search(message, summary["reasons"][0]), summary["reasons"]
+
+
+def test_the_batch_id_is_derived_from_what_selects_the_batch() -> None:
+    from labelgate.pipeline.sources.label_studio import batch_id_of
+
+    def source(**fields: Any) -> Source:
+        return Source(**{"format": "label_studio", "control": "sentiment", "url_env": "LS", "project": 5, **fields})
+
+    tasks = batch_id_of(source(tasks=[7, 3, 9]))
+    assert tasks.startswith("ls-5-tasks-3-9-3-") and tasks == batch_id_of(source(tasks=[9, 7, 3]))
+    assert tasks != batch_id_of(source(tasks=[3, 8, 9]))  # same ends and size, other tasks
+    assert batch_id_of(source(view=4)).startswith("ls-5-view-4-")
+    ranged = batch_id_of(source(annotated_after="2026-11-24T01:00:00+01:00"))
+    assert ranged.startswith("ls-5-updated_at-20261124T000000Z-now-")
+    assert ranged == batch_id_of(source(annotated_after="2026-11-24T00:00:00Z"))
+    assert batch_id_of(source()) != batch_id_of(source(control=["sentiment", "stars"]))
+    url = Source(format="label_studio", control="s", path="http://ls:8080/projects/12?tasks=1,2")
+    assert batch_id_of(url).startswith("ls-12-tasks-1-2-2-")
+
+
+def test_one_selection_has_one_batch_id_however_it_is_spelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project URL (tasks in any order, a trailing slash, the host in capitals), a configuration whose URL variable
+    holds that server (whatever the variable's name) and a webhook's event name one batch; another server, or an
+    export in another folder, is another batch."""
+    from labelgate.flows.label_studio_webhook import emit_ready
+    from labelgate.gate.ls_webhook import ReadyBatch
+    from labelgate.pipeline.sources.label_studio import batch_id_of
+
+    def url(path: str) -> str:
+        return batch_id_of(Source(format="label_studio", control="sentiment", path=path))
+
+    def configured(env: str, value: str) -> str:
+        monkeypatch.setenv(env, value)
+        return batch_id_of(Source(format="label_studio", control="sentiment", url_env=env, project=5, tasks=[3, 1, 2]))
+
+    one = url("http://ls:8080/projects/5?tasks=3,1,2")
+    assert one == url("http://LS:8080/projects/5/?tasks=1,2,3")
+    assert one == configured("LS_A", "http://ls:8080/") == configured("LS_B", "http://ls:8080")
+    assert one != configured("LS_A", "http://ls-staging:8080")
+    assert url("a/export.json") != url("b/export.json")
+
+    emitted: list[dict[str, Any]] = []
+    monkeypatch.setattr("prefect.events.emit_event", lambda **kw: emitted.append(kw["payload"]))
+    emit_ready("http://ls:8080", Source(format="label_studio", control="sentiment", url_env="LS_A", project=5))(
+        ReadyBatch(5, (1, 2, 3), (), {"ANNOTATION_CREATED": 3}, 0.0, 0.0))
+    assert [e["batch_id"] for e in emitted] == [one]
+
+
+def test_a_receiver_for_a_gate_and_a_monitor_asks_the_gate_only_for_its_project(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import labelgate.cli.label_studio as cli_ls
+    import labelgate.flows.label_studio_webhook as flows_ls
+    import labelgate.monitor.label_studio as monitor_ls
+
+    (tmp_path / "gate.yaml").write_text("batch: {format: label_studio, control: sentiment, url_env: LG_LS, "
+                                        "project: 7}\n", encoding="utf-8")
+    (tmp_path / "monitor.yaml").write_text("monitor:\n  source: {kind: label_studio, url_env: LG_LS, project: 8}\n",
+                                           encoding="utf-8")
+    monkeypatch.setenv("LG_LS", "http://127.0.0.1:9")
+    monkeypatch.setenv("LABELGATE_WEBHOOK_SECRET", "s")
+    monkeypatch.setattr(cli_ls, "_require_prefect", lambda: None)
+    gated: list[int] = []
+    passes: list[int | None] = []
+    monkeypatch.setattr(flows_ls, "emit_ready", lambda base, source=None: lambda batch: gated.append(batch.project))
+    monkeypatch.setattr(monitor_ls, "run_label_studio_pass",
+                        lambda config, project=None, *, hints=None, send_alerts=True: passes.append(project) or {})
+    receiver, _ = cli_ls.webhook_receiver(tmp_path / "gate.yaml", 0.0, None, "LABELGATE_WEBHOOK_SECRET",
+                                          tmp_path / "monitor.yaml")
+    for project in (7, 8, 9):
+        receiver.receive({"x-labelgate-secret": "s"},
+                         {"action": "ANNOTATION_CREATED", "project": {"id": project},
+                          "annotation": {"id": project, "task": 10 * project}}, now=0.0)
+    receiver.tick(now=100.0, flush=True)
+    assert gated == [7] and passes == [8]
+
+
+def test_a_stored_decision_is_found_under_the_level_the_run_decided_at(tmp_path: Path) -> None:
+    """The look-up before a run keys a Label Studio request as the run does: a question that states no level is
+    the control's ordinal, so its stored decision is found, and a nominal decision is not served for it."""
+    from labelgate.gate import run
+    from labelgate.gate.audit import stored_decision
+
+    export, trusted = _synthetic_export(tmp_path)
+    unstated = _config(tmp_path, ["sentiment", "stars"], [{"name": "stars", "label_column": "stars"}], trusted)
+    nominal = _config(tmp_path, ["sentiment", "stars"],
+                      [{"name": "stars", "label_column": "stars", "level": "nominal"}], trusted)
+    decided = run(nominal, batch=str(export), batch_id="nominal")
+    assert decided["decision"] != "ERROR", decided["reasons"]
+    assert stored_decision(unstated, str(export), batch_id="again") is None
+    first = run(unstated, batch=str(export), batch_id="ordinal")
+    again = stored_decision(unstated, str(export), batch_id="again")
+    assert again is not None and again["reused_from"] == first["run_id"]
+    assert again["inputs_digest"] == first["inputs_digest"] != decided["inputs_digest"]
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_gate_without_batch_reads_the_configured_selection(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from labelgate.cli.main import app
+    from labelgate.pipeline.config import load_config
+    from labelgate.pipeline.sources.label_studio import batch_id_of
+
+    export, trusted = _synthetic_export(tmp_path)
+    config = _config(tmp_path, "sentiment", [{"name": "sentiment"}], trusted)
+    config["batch"].update(path=str(export), tasks=list(range(1, 61)))
+    (tmp_path / "ls.yaml").write_text(json.dumps(config), encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(app, ["gate", "--config", str(tmp_path / "ls.yaml"), "--json"])
+    payload = json.loads(result.stdout)
+    expected = batch_id_of(load_config(tmp_path / "ls.yaml").batch)
+    assert payload["batch_id"] == expected and expected.startswith("ls-two-controls-tasks-1-60-60-")
+    assert payload["decision"] in ("ACCEPT", "REJECT", "REVIEW") and payload["coverage"]["batch_items"] == 60
+    assert result.exit_code == {"ACCEPT": 0, "REJECT": 1, "REVIEW": 2}[payload["decision"]]
+    (tmp_path / "csv.yaml").write_text("batch: {path: batch.csv}\n", encoding="utf-8")
+    refused = runner.invoke(app, ["gate", "--config", str(tmp_path / "csv.yaml")])
+    assert refused.exit_code == 3 and "only a label_studio or sql source selects its own batch" in refused.output

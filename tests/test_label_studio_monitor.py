@@ -259,10 +259,105 @@ def test_faults_are_errors_naming_the_cause(project: dict[str, Any], monkeypatch
     cfg = project["cfg"]  # the server URL and the token are read from the environment at each pass
     with pytest.raises(InputError, match="reads project"):
         run_label_studio_pass(cfg, project["id"] + 1000, send_alerts=False)
+    # a question that contradicts the labeling config: a Rating without a stated level, choices of another project
+    for question, message in (({"name": "stars", "label_column": "stars", "categories": [1, 2, 3, 4, 5]},
+                               "Question 'stars' states no level, but control 'stars' .* is a Rating"),
+                              ({"name": "stars", "label_column": "sentiment", "categories": ["bad", "good"]},
+                               "lists the categories \\['bad', 'good'\\], but control 'sentiment'")):
+        data = {**project["data"], "questions": [question]}
+        with pytest.raises(InputError, match=message):
+            Monitor(monitor_config_from_dict(data)).run_pass(send_alerts=False)
     monkeypatch.setenv("LG_TEST_LS_TOKEN", "wrong-token")
     with pytest.raises(InputError, match="401"):
         Monitor(cfg).run_pass(send_alerts=False)
     monkeypatch.delenv("LG_TEST_LS_URL")
     with pytest.raises(InputError, match="LG_TEST_LS_URL"):
         Monitor(cfg).run_pass(send_alerts=False)
-    assert count_passes(cfg, status="error") == 2
+    assert count_passes(cfg, status="error") == 4
+
+
+def second_annotation(api: Api, project: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A crowd annotation whose annotator annotates its task again with another label (the second one counts), and
+    that other label."""
+    crowd_ids = {project["users"][u] for u in CROWD}
+    first = next(a for a in annotations(api, project["id"]) if a["result"] and a["completed_by"] in crowd_ids
+                 and a["result"][0]["value"]["choices"][0] != "pos")
+    return first, "pos"
+
+
+def test_a_deleted_second_annotation_of_an_annotator_is_seen_by_the_next_pass(api: Api,
+                                                                               project: dict[str, Any]) -> None:
+    """An annotator annotates a task twice; the second annotation counts; deleting it (its annotator keeps the first
+    one, so the task's annotators do not change) moves the task's updated_at in Label Studio 1.23.2: the next plain
+    pass, without any reconciliation, restates the task and the first annotation counts again."""
+    data = project["data"]
+    data["monitor"]["source"]["reconcile_every"] = 0
+    cfg = monitor_config_from_dict(data)
+    Monitor(cfg).run_pass(send_alerts=False)
+    first, label = second_annotation(api, project)
+    second = api.annotate(first["task"], first["completed_by"], label, 5)
+    assert counts(Monitor(cfg).run_pass(send_alerts=False)) == (0, 1, 0)  # the second replaces the first
+    api.call("DELETE", f"/api/annotations/{second}", 204)
+    after = Monitor(cfg).run_pass(send_alerts=False)
+    assert counts(after) == (0, 1, 0)  # the first annotation's label again: a replacement, not a removal
+    assert_from_scratch(api, project, after)
+
+
+SECRET = "monitor-test-secret"
+
+
+def test_the_webhook_receiver_runs_monitor_passes_on_real_deliveries(api: Api, project: dict[str, Any]) -> None:
+    """Label Studio posts its webhooks to LabelGate's receiver (registered through the API, with the shared secret);
+    the receiver's monitor listener runs a pass per quiet period; once every delivery is handed over, the last pass's
+    statistics equal a from-scratch computation on the project's current annotations."""
+    from conftest import wait_for
+    from labelgate.flows.label_studio_webhook import ROUTE, WebhookReceiver, monitor_pass
+
+    data = project["data"]
+    data["monitor"]["source"]["reconcile_every"] = 0  # deletions are looked for only when a delivery asks for it
+    pid, cfg = project["id"], monitor_config_from_dict(data)
+    assert counts(Monitor(cfg).run_pass(send_alerts=False))[0] > 0
+    passes: list[tuple[Any, dict[str, Any]]] = []
+    receiver = WebhookReceiver(SECRET, quiet_seconds=1.0, projects=[pid],
+                               listeners=[monitor_pass(cfg, on_summary=lambda b, s: passes.append((b, s)),
+                                                       send_alerts=False)])
+    stop, port = threading.Event(), []
+    serving = threading.Thread(target=receiver.serve, args=("127.0.0.1", 0, stop),
+                               kwargs={"tick_seconds": 0.2, "on_started": port.append}, daemon=True)
+    serving.start()
+    try:
+        wait_for(lambda: port, timeout=60, interval=0.05, what="the receiver listening")
+        api.call("POST", "/api/webhooks/", 201, json={
+            "project": pid, "url": f"http://127.0.0.1:{port[0]}{ROUTE}", "send_payload": True,
+            "send_for_all_actions": False, "headers": {"X-LabelGate-Secret": SECRET},
+            "actions": ["ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED"]})
+
+        def handed_over(n: int) -> bool:  # every delivery received, and passed to a finished monitor pass
+            return receiver.received == n and sum(sum(b.actions.values()) for b, _ in passes) == n
+
+        crowd_ids = {project["users"][u] for u in CROWD}
+        done = {(a["task"], a["completed_by"]) for a in annotations(api, pid)}
+        task, user = next((t, project["users"][u]) for t in project["tasks"] for u in CROWD
+                          if (t, project["users"][u]) not in done)
+        api.annotate(task, user, "neg", 1)
+        target = next(a for a in annotations(api, pid) if a["result"] and a["completed_by"] in crowd_ids
+                      and a["task"] != task)
+        label = target["result"][0]["value"]["choices"][0]
+        api.call("PATCH", f"/api/annotations/{target['id']}", 200,
+                 json={"result": results(SENTIMENT[(SENTIMENT.index(label) + 1) % 3], 4)})
+        wait_for(lambda: handed_over(2), timeout=120, interval=0.1, what="two deliveries and their monitor pass")
+        assert {task, target["task"]} <= {t for b, _ in passes for t in b.task_ids}
+        assert_from_scratch(api, project, passes[-1][1])
+
+        first, other = second_annotation(api, project)
+        second = api.annotate(first["task"], first["completed_by"], other, 5)
+        wait_for(lambda: handed_over(3), timeout=120, interval=0.1, what="the second annotation's pass")
+        api.call("DELETE", f"/api/annotations/{second}", 204)
+        wait_for(lambda: handed_over(4), timeout=120, interval=0.1, what="the deletion's pass")
+        batch, summary = passes[-1]
+        assert batch.deleted_annotations == (second,) and counts(summary) == (0, 1, 0)
+        assert_from_scratch(api, project, summary)
+        assert receiver.refused == 0
+    finally:
+        stop.set()
+        serving.join(timeout=30)

@@ -1,6 +1,8 @@
 """The Label Studio webhook receiver: deliveries parsed, verified and debounced (no server), and end to end — a real
 Label Studio 1.23.2 posts its webhooks to ``labelgate label-studio-webhook``, which emits ``labelgate.batch.ready`` to
-a real Prefect server; the event's path reads exactly the tasks that were annotated.
+a real Prefect server; the event's path reads exactly the tasks that were annotated, and the served gate
+(``labelgate serve``) gates that batch and records its decision under the event's batch id. (The receiver's monitor
+listener against the same server: tests/test_label_studio_monitor.py.)
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from conftest import stop_process_group, wait_for
 from labelgate.errors import InputError
 from labelgate.gate import ls_webhook
 from labelgate.gate.ls_webhook import Debouncer, ReadyBatch, parse_delivery
+from labelgate.pipeline.store import ResultsStore
+from test_events import deployment_status
 from test_label_studio import Server, _results
 from test_serve import SERVE_APP
 
@@ -128,16 +132,27 @@ def test_label_studio_webhooks_become_batch_ready_events(label_studio_server: di
     server.api.post(f"/api/projects/{project}/import", json=[{"text": t} for t in ("a", "b", "c")])
     tasks = [t["id"] for t in server.tasks(project)]
     expert, annotator = server.user("expert"), server.user("ann1")
+    store = f"sqlite:///{(tmp_path / 'results.db').as_posix()}"
     config = {"batch": {"format": "label_studio", "control": "sentiment", "url_env": "LG_TEST_LS_URL",
-                        "project": project}}
+                        "project": project},
+              "questions": [{"name": "label", "categories": ["neg", "neu", "pos"]}],
+              "interval": {"n_boot": 50, "diagnose_n_boot": 20}, "store": {"url": store},
+              "reports": {"dir": (tmp_path / "reports").as_posix()}}
     (tmp_path / "gate.yaml").write_text(json.dumps(config), encoding="utf-8")
-    env = {**prefect_server_session["env"], "LG_TEST_LS_URL": server.url, "LABELGATE_WEBHOOK_SECRET": SECRET}
-    log_path = tmp_path / "webhook.log"
-    with open(log_path, "w") as log:
+    env = {**prefect_server_session["env"], "LG_TEST_LS_URL": server.url, "LABELGATE_WEBHOOK_SECRET": SECRET,
+           "LABEL_STUDIO_TOKEN": server.legacy, "OPENBLAS_NUM_THREADS": "1"}
+    log_path, served_log = tmp_path / "webhook.log", tmp_path / "serve.log"
+    with open(log_path, "w") as log, open(served_log, "w") as served_out:
         receiver = subprocess.Popen([sys.executable, "-c", SERVE_APP, "label-studio-webhook", "--config",
                                      str(tmp_path / "gate.yaml"), "--port", "0", "--quiet-seconds", "2"],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        served = subprocess.Popen([sys.executable, "-c", SERVE_APP, "serve", "--config", str(tmp_path / "gate.yaml")],
+                                  env=env, cwd=tmp_path, stdout=served_out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
     try:
+        # the served gate's event trigger must exist before the event is emitted
+        wait_for(lambda: deployment_status(prefect_server_session["url"]) == "READY", timeout=180, interval=0.5,
+                 give_up=lambda: served.poll() is not None, what="the served gate deployment to be ready")
         listening = wait_for(lambda: re.search(r"listening on (http://\S+)", log_path.read_text(encoding="utf-8")),
                              timeout=120, interval=0.2, give_up=lambda: receiver.poll() is not None,
                              what="the webhook receiver listening")
@@ -164,6 +179,10 @@ def test_label_studio_webhooks_become_batch_ready_events(label_studio_server: di
         table = lg.read_label_studio(payload["path"], control="sentiment", trusted="ground_truth")
         assert sorted(table["item_id"].astype(int).unique()) == tasks[:2]
         assert table.loc[table["annotation_id"] == str(second["id"]), "label"].tolist() == ["neu"]
+        # the served gate heard the event, read that batch from Label Studio and recorded its decision under its id
+        record = wait_for(lambda: ResultsStore(store).current(payload["batch_id"]), timeout=300, interval=0.5,
+                          give_up=lambda: served.poll() is not None, what="the served gate's decision of the batch")
+        assert record.decision in ("ACCEPT", "REJECT", "REVIEW"), record.reasons  # read and measured, not a fault
         # a deletion alone is delivered, and emits no gate batch
         assert server.api.delete(f"/api/annotations/{first['id']}").status_code == 204
         health = f"{hook.rsplit('/label-studio', 1)[0]}/health"
@@ -178,6 +197,7 @@ def test_label_studio_webhooks_become_batch_ready_events(label_studio_server: di
             urllib.request.urlopen(wrong, timeout=10)
     finally:
         stop_process_group(receiver)
+        stop_process_group(served)
         if os.environ.get("LABEL_STUDIO_TOKEN") == server.legacy:
             del os.environ["LABEL_STUDIO_TOKEN"]
 
@@ -204,3 +224,35 @@ def test_the_receiver_command_refuses_what_it_cannot_serve(tmp_path: Path, monke
     assert no_url.exit_code == 3 and "'LG_TEST_LS' is not set" in no_url.output
     csv = runner.invoke(app, ["label-studio-webhook", "--config", str(tmp_path / "csv.yaml")])
     assert csv.exit_code == 3 and "not label_studio" in csv.output
+
+
+def test_the_receiver_command_runs_monitor_passes_for_its_project_only(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--monitor`` alone: no Prefect server needed; a ready batch of the monitor's project runs one pass (with the
+    batch's tasks as hints), a batch of another project runs none; a monitor reading no Label Studio is refused."""
+    import labelgate.monitor.label_studio as monitor_ls
+    from labelgate.cli.label_studio import webhook_receiver
+
+    monitor = tmp_path / "monitor.yaml"
+    monitor.write_text("monitor:\n  source: {kind: label_studio, url_env: LG_TEST_LS, project: 7}\n",
+                       encoding="utf-8")
+    monkeypatch.setenv("LG_TEST_LS", "http://127.0.0.1:9")
+    monkeypatch.setenv("LABELGATE_WEBHOOK_SECRET", SECRET)
+    calls: list[tuple[int | None, tuple[int, ...]]] = []
+    monkeypatch.setattr(monitor_ls, "run_label_studio_pass",
+                        lambda config, project=None, *, hints=None, send_alerts=True:
+                        calls.append((project, tuple(sorted(hints.tasks)) if hints else ())) or {})
+    receiver, base = webhook_receiver(None, 0.0, None, "LABELGATE_WEBHOOK_SECRET", monitor)
+    assert base == "http://127.0.0.1:9"
+    headers = {"x-labelgate-secret": SECRET}
+    for project, task in ((7, 3), (7, 4), (8, 5)):
+        status, answer = receiver.receive(headers, _created(project, task, 10 * task), now=0.0)
+        assert status == 202 and answer["queued"] == (project == 7)
+    receiver.tick(now=100.0, flush=True)
+    assert calls == [(7, (3, 4))]
+
+    (tmp_path / "drop.yaml").write_text("monitor:\n  source: {path: incoming}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not label_studio"):
+        webhook_receiver(None, 0.0, None, "LABELGATE_WEBHOOK_SECRET", tmp_path / "drop.yaml")
+    with pytest.raises(ValueError, match="give --config .* and / or --monitor"):
+        webhook_receiver(None, 0.0, None, "LABELGATE_WEBHOOK_SECRET", None)

@@ -2,7 +2,7 @@
 
 Layers, bottom to top (README, "Architecture"):
 
-    errors, _version → core → metrics → gx | pipeline → gate | monitor → reporting → flows → cli
+    errors, _version → core → metrics → sqlagg → gx | pipeline → gate | monitor → reporting → flows → cli
 
 Layers on one line separated by ``|`` are siblings: neither imports the other. Every import counts, also one inside
 a function or under ``TYPE_CHECKING`` and ``importlib.import_module("labelgate....")`` with a literal name.
@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("labelgate._version", "labelgate.errors"),
     ("labelgate.core",),
     ("labelgate.metrics",),
+    ("labelgate.sqlagg",),
     ("labelgate.gx", "labelgate.pipeline"),
     ("labelgate.gate", "labelgate.monitor"),
     ("labelgate.reporting",),
@@ -38,12 +39,13 @@ ALLOWED = {("labelgate", "labelgate.gx"),
 
 # Third-party packages a layer must not import at all (the lower layers stay light and Prefect-free).
 HEAVY = ("pandas", "great_expectations", "prefect", "prefect_dask", "pandera", "sqlalchemy", "typer", "dask",
-         "pyarrow", "jinja2", "matplotlib")
+         "pyarrow", "jinja2", "matplotlib", "pyspark")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "labelgate.errors": (*HEAVY, "scipy"),
     "labelgate._version": (*HEAVY, "scipy", "numpy"),
     "labelgate.core": HEAVY,
     "labelgate.metrics": HEAVY,
+    "labelgate.sqlagg": tuple(p for p in HEAVY if p != "sqlalchemy"),
     "labelgate.gx": ("prefect", "prefect_dask", "typer"),
     "labelgate.gate": ("prefect", "prefect_dask", "typer"),
     "labelgate.monitor": ("prefect", "prefect_dask", "typer"),
@@ -52,8 +54,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 # Imported only inside functions (so that importing the module stays cheap).
 LAZY_ONLY: dict[str, tuple[str, ...]] = {
     "labelgate.core": ("scipy",),
+    "labelgate.sqlagg": ("sqlalchemy",),  # the aggregate plan's SQL backend: `import labelgate.sqlagg` stays light
     "labelgate.pipeline": ("prefect", "prefect_dask", "dask", "great_expectations"),
-    "labelgate.gx": ("sqlalchemy",),  # the SQL metric providers only: `import labelgate.gx` stays light
+    "labelgate.gx": ("sqlalchemy", "pyspark"),  # the SQL / Spark providers only: `import labelgate.gx` stays light
 }
 
 

@@ -344,6 +344,11 @@ def test_time_windows_history_and_cli(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["n_new"] == len(data) and summary["questions"]["label"]["windows"] == 5
+    # five windows: the change detectors are still learning their reference, and the pass says so
+    learning = summary["questions"]["label"]["learning"]
+    assert [(n["metric"], n["reference_windows"]) for n in learning] == [("irr_crowd", 5), ("cross_kappa", 5)]
+    quiet = runner.invoke(app, ["monitor", "--config", str(path), "--no-prefect"])  # nothing new: still learning
+    assert quiet.exit_code == 0 and "irr_crowd: change detector still learning its reference (5 of" in quiet.output
     out = history(path)
     windows = [w for w in out["windows"] if w["scope"] == "window" and w["metric"] == "spa"]
     assert [w["window_start"][11:16] for w in windows] == ["00:00", "02:00", "04:00", "06:00", "08:00"]

@@ -160,3 +160,41 @@ def test_measured_windows_at_a_gate_threshold_give_at_most_one_episode(example):
     level = float(np.mean([r["value"] for r in series]))  # the gate sits exactly at the crowd's IRR
     events = [e for e in feed(series, drift, h, threshold=level) if e.kind == "baseline"]
     assert [e.transition for e in events] in ([], ["open"], ["open", "close"])
+
+
+def _learned(level, se, n=40, seed=0):
+    """The detector state of a series after ``n`` stationary windows at ``level`` (no detection)."""
+    state = D.new_state()
+    for r in rows(np.full(n, level), np.random.default_rng(seed), se=se):
+        D.step(state, r, threshold=None, baseline=False, change=False, drift=Drift())
+    return state
+
+
+def test_the_change_detectors_take_what_the_baseline_rules_leave(example):
+    drift, _, h = example
+    gated, changed = ["spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa"], ["irr_crowd", "cross_kappa"]
+    fresh = {m: D.new_state() for m in gated}
+    # before any reference: every rule charged its worst in-control spend, 1/ARL(2.5 %, 2) = 1/1640 a window
+    worst = D.change_limit(fresh, dict.fromkeys(gated, 0.5), gated, changed, drift, 0.95, h)
+    assert worst == pytest.approx(arl.limit_for(drift.change.k, 2 / (6 / 720 - 4 / 1640)), rel=1e-9)
+    assert worst < h  # a whole number of windows cannot spend the share: the change detectors get the rest
+    # gates far below their levels spend nothing: the change detectors share the question's whole budget
+    far = {m: _learned(0.6, 0.02, seed=i) for i, m in enumerate(gated)}
+    below = D.change_limit(far, dict.fromkeys(gated, 0.3), gated, changed, drift, 0.95, h)
+    assert below == pytest.approx(arl.limit_for(drift.change.k, 2 / (6 / 720)), rel=1e-6)
+    # a gate that rises towards the level spends more, up to its worst case (a gate above the level: no more)
+    limits = [D.change_limit(far, {**dict.fromkeys(gated, 0.3), "spa": t}, gated, changed, drift, 0.95, h)
+              for t in (0.3, 0.62, 0.64, 0.66, 0.9)]
+    assert limits == sorted(limits) and limits[0] < limits[-1] <= worst + 1e-9
+    # without a stated target: the stated h
+    assert D.change_limit(far, dict.fromkeys(gated, 0.3), gated, changed, Drift(), 0.95, 6.0) == 6.0
+
+
+def test_a_young_change_detector_says_it_is_still_learning():
+    state = _learned(0.6, 0.02, n=cusum.LEARNING_WINDOWS - 1)
+    note = cusum.learning(state["change"], "irr_crowd")
+    assert note is not None and note["reference_windows"] == cusum.LEARNING_WINDOWS - 1
+    assert "still learning" in note["message"]
+    D.step(state, rows([0.6], np.random.default_rng(9))[0], threshold=None, baseline=False, change=False,
+           drift=Drift())
+    assert cusum.learning(state["change"], "irr_crowd") is None

@@ -19,7 +19,7 @@ from labelgate.monitor import Monitor
 from labelgate.pipeline.config import monitor_config_from_dict
 from labelgate.pipeline.database import make_engine
 from labelgate.pipeline.migrations import SCHEMA_VERSION, migrate, schema_version
-from labelgate.pipeline.tables import keys_table, schema_version_table
+from labelgate.pipeline.tables import schema_version_table
 
 # The tables whose size grows with the judgements merged so far.
 GROWING = ("labelgate_monitor_judgements", "labelgate_monitor_pairs", "labelgate_monitor_windows",
@@ -45,9 +45,8 @@ def _plans(url: str, statements: list[tuple[str, Any]]) -> list[tuple[str, list[
     engine = make_engine(url)
     out = []
     with engine.connect() as conn:
-        keys_table.create(conn, checkfirst=True)  # the pass's per-connection scratch table of pair keys
         for statement, parameters in statements:
-            if not re.match(r"\s*(SELECT|UPDATE|DELETE)", statement, re.IGNORECASE):
+            if not re.match(r"\s*(SELECT|UPDATE|DELETE|INSERT .* ON CONFLICT)", statement, re.IGNORECASE | re.DOTALL):
                 continue
             rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
             out.append((statement, [row[-1] for row in rows]))

@@ -70,7 +70,9 @@ def _tables(url: str) -> set[str]:
 
     engine = create_engine(url)
     try:
-        return {t for t in inspect(engine).get_table_names() if t.startswith("labelgate")}
+        # the store's tables; a benchmark's cached tables (labelgate_bench_*) in a shared test database are not
+        return {t for t in inspect(engine).get_table_names()
+                if t.startswith("labelgate") and not t.startswith("labelgate_bench_")}
     finally:
         engine.dispose()
 

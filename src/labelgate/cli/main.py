@@ -58,8 +58,10 @@ def _status(message: str, enabled: bool = True) -> Iterator[Callable[[str], None
 # ----------------------------------------------------------------------------------------------- gate
 @app.command()
 def gate(
-    batch: Annotated[Path, typer.Option("--batch", help="The new batch (CSV/Parquet); may hold both pools.")],
     config: Annotated[Path, typer.Option("--config", help="Gate configuration (YAML).")],
+    batch: Annotated[Path | None, typer.Option("--batch", help="The new batch (CSV/Parquet); may hold both pools. "
+                                               "Optional for a label_studio or sql source, which selects its "
+                                               "batch.")] = None,
     trusted: Annotated[Path | None, typer.Option("--trusted", help="The trusted replication.")] = None,
     batch_id: Annotated[str | None, typer.Option("--batch-id", help="Name of the batch in store and reports.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -68,7 +70,16 @@ def gate(
                                          "for its decision (needs PREFECT_API_URL).")] = False,
 ) -> None:
     """Accept, reject or send a batch to review against a trusted replication."""
-    if submit:  # the server gates it with its own configuration and trusted replication
+    if batch is None:  # a label_studio or sql source selects its batch; its id is derived from the selection
+        from labelgate.cli.label_studio import configured_batch_id
+
+        try:
+            if submit:
+                raise ValueError("--submit hands a batch to the served gate: it needs --batch")
+            batch_id = batch_id or configured_batch_id(config)
+        except ValueError as exc:
+            raise fail(exc, "pass --batch (a file, or a Label Studio project URL)") from None
+    if submit and batch is not None:  # the server gates it with its own configuration and trusted replication
         from labelgate.cli.serve import submit_command
 
         submit_command(batch, batch_id=batch_id, as_json=as_json)
@@ -82,7 +93,7 @@ def gate(
     raise typer.Exit(EXIT_CODES.get(summary.get("decision", "ERROR"), 3))
 
 
-def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | None, force: bool,
+def _run_gate(config: Path, batch: Path | None, trusted: Path | None, batch_id: str | None, force: bool,
               progress: bool) -> tuple[dict[str, Any], tuple[BaseException, str] | None]:
     """Check what can be checked cheaply, reuse a stored decision, and only then start Prefect and GX.
 
@@ -96,7 +107,7 @@ def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | N
     try:
         cfg: GateConfig = load_config(config)
     except LabelGateError as exc:  # nothing to record: without a valid config there is no store to record in
-        summary = {"decision": "ERROR", "batch_id": batch_id or batch.name.split(".")[0],
+        summary = {"decision": "ERROR", "batch_id": batch_id or (batch.name.split(".")[0] if batch else "batch"),
                    "reasons": [f"config: {first_line(exc)}"], "error_step": "config"}
         return summary, (exc, "fix the configuration file (keys and values are listed in configs/example.yaml)")
     trusted_path = str(trusted) if trusted else None
@@ -108,7 +119,7 @@ def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | N
         from labelgate.reporting.report import write_gate_report
 
         _quiet_loggers()
-        summary = run(cfg, str(batch), trusted_path, batch_id=batch_id, force=force,
+        summary = run(cfg, None if batch is None else str(batch), trusted_path, batch_id=batch_id, force=force,
                       hooks=Hooks(publish=write_gate_report))
         return summary, (exc, "check the input files and the column names in the configuration")
     if not force:
@@ -126,16 +137,17 @@ def _run_gate(config: Path, batch: Path, trusted: Path | None, batch_id: str | N
             from labelgate.flows.gate import run_gate_flow
 
             require_api()
-            return run_gate_flow(cfg, batch=str(batch), trusted=trusted_path, batch_id=batch_id, force=force), None
+            return run_gate_flow(cfg, batch=None if batch is None else str(batch), trusted=trusted_path,
+                                 batch_id=batch_id, force=force), None
         except Exception as exc:  # an orchestration fault is an ERROR, recorded, never a quality verdict
             from labelgate.gate.runner import failed_batch
 
-            job = {"batch": str(batch), "trusted": trusted_path, "batch_id": batch_id}
+            job = {"batch": None if batch is None else str(batch), "trusted": trusted_path, "batch_id": batch_id}
             return failed_batch(cfg, job, exc, "prefect"), (
                 exc, "check PREFECT_API_URL and that the Prefect server runs (unset it to use a local API)")
 
 
-def _stored_decision(cfg: Any, batch: Path, trusted: str | None, batch_id: str | None) -> dict[str, Any] | None:
+def _stored_decision(cfg: Any, batch: Path | None, trusted: str | None, batch_id: str | None) -> dict[str, Any] | None:
     """The decision already taken for these inputs, recorded for this request (or None: then the gate runs)."""
     from labelgate.gate.audit import stored_decision
 

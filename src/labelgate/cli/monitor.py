@@ -121,6 +121,8 @@ def pass_text(summary: dict[str, Any]) -> str:
                 f"    {metric:<24} {num(row['value'])}  [{num(row['ci_low'])}, {num(row['ci_high'])}]"
                 f"  n_items={row['n_items']}{threshold}"
             )
+        for note in q.get("learning") or []:
+            lines.append(f"    note: {note['message']}")
         for event in q.get("events") or []:
             lines.append(
                 f"    episode {event['transition']}: {event['metric']} ({event['kind']}) since "

@@ -133,8 +133,12 @@ def _api_url() -> str | None:
 
 # ------------------------------------------------------------------------------ label-studio-webhook
 def webhook_command(
-    config: Annotated[Path, typer.Option("--config", help="Gate configuration (YAML) whose batch source is "
-                                                          "format: label_studio.")],
+    config: Annotated[Path | None, typer.Option("--config", help="Gate configuration (YAML) whose batch source is "
+                                                                 "format: label_studio: batch.ready events for "
+                                                                 "`labelgate serve`.")] = None,
+    monitor: Annotated[Path | None, typer.Option("--monitor", help="Monitor configuration (YAML) whose source is "
+                                                                   "kind: label_studio: one monitor pass per ready "
+                                                                   "batch, in this process.")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port, printed).", min=0,
                                       max=65535)] = 8765,
@@ -146,14 +150,15 @@ def webhook_command(
     secret_env: Annotated[str, typer.Option(help="Environment variable holding the shared secret.")] =
     DEFAULT_SECRET_ENV,
 ) -> None:
-    """Receive Label Studio webhooks (annotation created / updated / deleted) and emit `labelgate.batch.ready`."""
+    """Receive Label Studio webhooks (annotation created / updated / deleted): emit `labelgate.batch.ready` (--config)
+    and / or run monitor passes (--monitor)."""
     _log_to_stderr()
     log = logging.getLogger("labelgate.serve")
     try:
-        receiver, base = webhook_receiver(config, quiet_seconds, max_wait_seconds, secret_env)
+        receiver, base = webhook_receiver(config, quiet_seconds, max_wait_seconds, secret_env, monitor)
     except Exception as exc:
-        raise fail(exc, f"set {secret_env} and the Label Studio URL variable, PREFECT_API_URL, and use a "
-                        "format: label_studio batch source") from None
+        raise fail(exc, f"set {secret_env} and the Label Studio URL variable (and PREFECT_API_URL for --config); "
+                        "use a format: label_studio batch source or a kind: label_studio monitor source") from None
     stop = threading.Event()
     _stop_on_signals(stop, log)
 

@@ -44,6 +44,64 @@ def count_table(data: Any, what: str) -> tuple[IntArray, list[Any] | None, list[
     return table.astype(np.int64), rows, columns
 
 
+def contingency_judgements(table: Any, categories: Sequence[Any] | None, level: Level, raters: tuple[Any, Any],
+                           ) -> dict[str, Any]:
+    """The keyword arguments of ``Ratings(...)`` for two raters' q x q contingency table: one item per counted
+    pair, judged by both (``Ratings.from_contingency``).
+
+    Raises ``InputError`` on a table that is not square, not of non-negative integer counts, or whose row and
+    column labels differ; ``ParameterError`` on ``categories`` of the wrong length and on raters that are not two
+    distinct labels.
+    """
+    counts, row_labels, column_labels = count_table(table, "contingency table")
+    if counts.shape[0] != counts.shape[1]:
+        raise InputError(f"A contingency table must be square (q x q); got {counts.shape[0]} x "
+                         f"{counts.shape[1]}.", Reason.EMPTY_INPUT)
+    if categories is None and row_labels is not None:
+        if list(row_labels) != list(column_labels or []):
+            raise InputError(f"The contingency table's rows {list(row_labels)} and columns "
+                             f"{list(column_labels or [])} must list the same categories in the same order "
+                             "(or pass 'categories').", Reason.UNKNOWN_CATEGORY)
+        categories = row_labels
+    cats = count_categories(categories, counts.shape[1], level, "Ratings.from_contingency")
+    if len(set(map(python_scalar, raters))) != 2:
+        raise ParameterError(f"'raters' must be two distinct labels; got {raters!r}.", parameter="raters")
+    q = len(cats)
+    cell = np.repeat(np.arange(q * q, dtype=np.int64), counts.ravel())  # one entry per item
+    n = cell.size
+    items = np.arange(n, dtype=np.int64)
+    return {"item_codes": np.concatenate([items, items]), "rater_codes": np.repeat(np.arange(2, dtype=np.int64), n),
+            "value_codes": np.concatenate([cell // q, cell % q]), "item_labels": items.astype(object),
+            "rater_labels": np.asarray([python_scalar(x) for x in raters], dtype=object), "categories": cats,
+            "level": level}
+
+
+def count_rows(counts: Any, categories: Sequence[Any] | None, level: Level,
+               ) -> tuple[IntArray, IntArray, IntArray, np.ndarray, tuple[Any, ...]]:
+    """The non-zero cells of an items x categories count table: ``(item codes, category codes, counts, item
+    labels, categories)``, rows without a rating dropped (the aggregated rows of ``Ratings.from_counts``).
+
+    Raises ``InputError`` on a table that is not one of non-negative integer counts and on an item id repeated in
+    a DataFrame's index; ``ParameterError`` on ``categories`` of the wrong length or type.
+    """
+    table, row_labels, column_labels = count_table(counts, "count table")
+    cats = count_categories(column_labels if categories is None else categories, table.shape[1], level,
+                            "Ratings.from_counts")
+    rated = table.sum(axis=1) > 0
+    labels = np.empty(rated.size, dtype=object)  # filled one by one: ids may be tuples (a MultiIndex)
+    seen: set[Any] = set()
+    for position, label in enumerate(range(rated.size) if row_labels is None else row_labels):
+        if label in seen:
+            raise InputError(f"The count table's index has the item id {label!r} more than once; item ids "
+                             "must be unique (reset the index, or pass the counts as an array).",
+                             Reason.MISSING_ID, value=label)
+        seen.add(label)
+        labels[position] = label
+    table = table[rated]
+    items, cells = np.nonzero(table)
+    return items, cells, table[items, cells], labels[rated], cats
+
+
 def count_categories(categories: Sequence[Any] | None, q: int, level: Level, function: str) -> tuple[Any, ...]:
     """The categories of a count table's q columns: validated like an explicit list, default ``0..q-1``."""
     given = list(range(q)) if categories is None else list(categories)

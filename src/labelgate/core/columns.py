@@ -8,12 +8,16 @@ Routes, cheapest first:
 
 * already encoded — a pandas ``Categorical`` (``codes`` / ``categories``), an Arrow dictionary array,
   or an :class:`EncodedColumn`: the codes pass through; only the order is made canonical;
+* Arrow strings of one byte width up to 8 (pandas' default ``str`` storage, Arrow tables) — their bytes
+  read in place as integer keys: a lookup table, a search among a few values or a vectorised hash table
+  (:mod:`labelgate.core.strings`); the labels become Python strings for the distinct values only;
 * numeric numpy arrays — dense integers by a lookup table (O(N), no sort), others by one sort;
 * objects with a ``factorize`` method (pandas Series with Arrow or nullable storage): theirs;
 * other Arrow arrays — Arrow's own hash ``dictionary_encode``, then as a dictionary array;
-* object arrays (Python strings) — Python's cached string hashes, one int64 sort and an exact
-  equality check of every row against its group's representative (a hash collision falls back to
-  the exact sort / dict route, so the result never depends on the hash).
+* object arrays (Python strings) — short ASCII strings of one length from their bytes (as above);
+  others by Python's cached string hashes, one int64 sort and an exact equality check of every row
+  against its group's representative (a hash collision falls back to the exact sort / dict route, so
+  the result never depends on the hash).
 
 The module imports numpy only: pandas and pyarrow objects are recognised by their attributes.
 """
@@ -26,6 +30,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from labelgate.core.strings import (
+    STRING_TYPES,
+    arrow_strings,
+    codes_of_rows,
+    fixed_width_bytes,
+    fixed_width_codes,
+    object_string_codes,
+)
 
 IntArray = npt.NDArray[np.int64]
 
@@ -67,8 +80,12 @@ class EncodedColumn:
         return len(self.codes)
 
 
-def factorize(column: Any) -> Column:
-    """Integer codes (first-appearance order) and uniques of one column; missing ids coded -1."""
+def factorize(column: Any, *, ordered: bool = True) -> Column:
+    """Integer codes and uniques of one column; missing values coded -1.
+
+    Codes follow the order of first appearance; with ``ordered=False`` (a label column, whose categories are
+    sorted afterwards) numeric values may keep the sorted order of their uniques, which spares a pass.
+    """
     encoded = getattr(column, "array", column)  # a pandas Series holds its data in ``.array``
     if hasattr(encoded, "codes") and hasattr(encoded, "categories"):
         labels = np.asarray(encoded.categories, dtype=object)
@@ -77,9 +94,14 @@ def factorize(column: Any) -> Column:
     arrow = _arrow_dictionary(column)
     if arrow is not None:
         return _from_dictionary(arrow)
+    strings = arrow_strings(column)
+    if strings is not None:
+        fixed = _from_fixed_width(strings)
+        if fixed is not None:
+            return fixed
     dtype = getattr(column, "dtype", None)
     if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
-        return _factorize_numeric(np.asarray(column).ravel())
+        return _factorize_numeric(np.asarray(column).ravel(), ordered)
     if hasattr(column, "factorize") and not (isinstance(dtype, np.dtype) and dtype.kind == "O"):
         codes, uniques = column.factorize()
         return Column(np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=object))
@@ -87,7 +109,7 @@ def factorize(column: Any) -> Column:
         return _from_dictionary(column.dictionary_encode())
     arr = np.asarray(column)
     if arr.dtype.kind in "biuf":
-        return _factorize_numeric(arr.ravel())
+        return _factorize_numeric(arr.ravel(), ordered)
     return factorize_objects(arr.astype(object, copy=False).ravel())
 
 
@@ -106,15 +128,54 @@ def _from_dictionary(array: Any) -> Column:
     """Codes of an Arrow dictionary (Chunked)Array: its indices, over one dictionary for all chunks."""
     if hasattr(array, "chunks"):
         if array.num_chunks > 1:
+            joint = _joint_dictionary(array)
+            if joint is not None:
+                return joint
             array = array.unify_dictionaries()  # chunks may carry their own dictionaries
         chunks = list(array.chunks)
     else:
         chunks = [array]
     if not chunks:
         return Column(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
-    parts = [np.asarray(c.indices.fill_null(-1) if c.null_count else c.indices) for c in chunks]
+    parts = [_indices(c) for c in chunks]
     codes = np.concatenate(parts).astype(np.int64, copy=False) if len(parts) > 1 else parts[0].astype(np.int64)
     labels = np.asarray(chunks[0].dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    return _canonical(codes, labels, check_missing=True)
+
+
+def _indices(chunk: Any) -> np.ndarray:
+    """A dictionary chunk's indices as numpy, -1 for null."""
+    return np.asarray(chunk.indices.fill_null(-1) if chunk.null_count else chunk.indices)
+
+
+def _joint_dictionary(array: Any) -> Column | None:
+    """Chunks with their own dictionaries of fixed-width strings (Arrow's multithreaded CSV reader writes one per
+    block): the dictionaries stacked and coded from their bytes (:mod:`.strings`), each chunk's indices mapped
+    through them — no second hash of the strings, as ``unify_dictionaries`` would do. None: another route.
+    """
+    chunks = [c for c in array.chunks if len(c)]
+    if not chunks or str(chunks[0].dictionary.type) not in STRING_TYPES:
+        return None
+    stacked: list[npt.NDArray[np.uint8]] = []
+    for chunk in chunks:
+        part = fixed_width_bytes(chunk.dictionary)
+        if part is None or (stacked and part[1] != stacked[0].shape[1]):  # nulls, or widths that differ
+            return None
+        stacked.append(part[0])
+    rows = np.concatenate(stacked)
+    found = codes_of_rows(rows)
+    if found is None:
+        return None
+    joint, first = found
+    starts = np.cumsum([0] + [len(c.dictionary) for c in chunks])
+    joint = np.append(joint, -1)  # the entry of a null index
+    codes = np.concatenate([joint[np.where(local >= 0, local + start, joint.size - 1)]
+                            for local, start in zip((_indices(c) for c in chunks), starts, strict=False)])
+    owner = np.searchsorted(starts, first, side="right") - 1  # the chunk whose dictionary holds each value
+    labels = np.empty(first.size, dtype=object)
+    for k in np.unique(owner):
+        mine = np.flatnonzero(owner == k)
+        labels[mine] = chunks[k].dictionary.take(first[mine] - starts[k]).to_numpy(zero_copy_only=False)
     return _canonical(codes, labels, check_missing=True)
 
 
@@ -171,9 +232,23 @@ def _renumber(codes: IntArray, labels: np.ndarray, first: IntArray, all_valid: b
     return Column(out, np.asarray(labels, dtype=object)[old])
 
 
+# ------------------------------------------------------------------ Arrow strings of one width
+def _from_fixed_width(array: Any) -> Column | None:
+    """Codes of an Arrow string column of one byte width (<= 8), without hashing strings (:mod:`.strings`)."""
+    found = fixed_width_codes(array)
+    if found is None:
+        return None
+    codes, first = found
+    labels = np.asarray(array.take(first).to_numpy(zero_copy_only=False), dtype=object)
+    return _renumber(codes, labels, first, all_valid=True)
+
+
 # ------------------------------------------------------------------ numbers
-def _factorize_numeric(arr: np.ndarray) -> Column:
-    """Codes of a numeric array: a lookup table for dense integers, one sort otherwise; NaN is missing."""
+def _factorize_numeric(arr: np.ndarray, canonical: bool = True) -> Column:
+    """Codes of a numeric array: a lookup table for dense integers, one sort otherwise; NaN is missing.
+
+    The codes index the sorted uniques; ``canonical`` renumbers them into first-appearance order.
+    """
     n, original = arr.size, arr.dtype
     if arr.dtype.kind == "b":
         arr = arr.view(np.uint8)
@@ -206,7 +281,8 @@ def _factorize_numeric(arr: np.ndarray) -> Column:
         sub[order] = np.cumsum(start, dtype=np.int64) - 1
         uniques = ordered[start]
     codes = sub if valid_mask is None else _spread(sub, valid_mask)
-    return _canonical(codes, uniques.astype(original).astype(object), check_missing=False)
+    labels = uniques.astype(original).astype(object)
+    return _canonical(codes, labels, check_missing=False) if canonical else Column(codes, labels)
 
 
 def _is_dense(values: np.ndarray) -> bool:
@@ -224,13 +300,18 @@ def _spread(sub: IntArray, valid: npt.NDArray[np.bool_]) -> IntArray:
 def factorize_objects(arr: np.ndarray) -> Column:
     """Codes of a 1-D object array: grouped by Python's hash, then checked for equality row by row.
 
-    Python caches a string's hash on the string, and an int64 sort is fast, so this beats sorting
+    Short ASCII strings of one length are coded from their bytes instead (:func:`.strings.object_string_codes`).
+    Otherwise Python caches a string's hash on the string, and an int64 sort is fast, so this beats sorting
     the objects by 10x; equality is checked exactly, and anything unusual (unhashable values, a hash
     collision, values that refuse ``==``) takes the exact route of :func:`_factorize_exact`.
     """
     n = arr.size
     if n == 0:
         return Column(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    fixed = object_string_codes(arr)
+    if fixed is not None:  # short ASCII strings of one length: their bytes, no Python hash
+        codes, first = fixed
+        return _renumber(codes, arr[first], first, all_valid=True)
     try:
         hashes = np.fromiter(map(hash, arr), dtype=np.int64, count=n)
     except TypeError:  # unhashable values

@@ -7,10 +7,13 @@ moments of the category values. It never builds a raters x items matrix.
 
 This module imports numpy only. Tables are read through duck typing: pandas
 categoricals, Arrow dictionary columns and :class:`EncodedColumn` pass their codes
-through, numeric arrays are coded without hashing, pandas Series use their
+through, numeric arrays and Arrow strings of one byte width are coded without
+hashing strings (:mod:`labelgate.core.strings`), pandas Series use their
 ``factorize`` and object arrays are grouped by their cached hashes
 (:mod:`labelgate.core.columns`); :mod:`labelgate.core.build` turns the codes into a
-`Ratings` and :mod:`labelgate.core.align` matches two of them item by item.
+`Ratings`, :mod:`labelgate.core.pools` splits a table by pool, the count and
+contingency tables are read by :mod:`labelgate.core.categories` and
+:mod:`labelgate.core.align` matches two `Ratings` item by item.
 """
 
 from __future__ import annotations
@@ -27,18 +30,18 @@ from labelgate.core.align import align_items
 from labelgate.core.build import (
     DuplicatePolicy,
     MissingPolicy,
-    RowSubset,
     assemble,
     check_ids,
     compact,
     require_columns,
     row_label,
 )
-from labelgate.core.categories import Level, count_categories, count_table, resolve_categories
+from labelgate.core.categories import Level, contingency_judgements, count_rows, resolve_categories
 from labelgate.core.columns import Column, EncodedColumn, factorize, is_missing, python_scalar
+from labelgate.core.pools import pool_arguments
 from labelgate.core.statistics import MAX_COUNT_CELLS, FloatArray, IntArray, SufficientStatistics
 from labelgate.core.statistics import _moments as _moments  # re-exported: the Dask kernels use it
-from labelgate.errors import InputError, ParameterError, Reason, check_option
+from labelgate.errors import InputError, Reason, check_option
 
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
 
@@ -130,7 +133,10 @@ class Ratings(SufficientStatistics):
         data : DataFrame, Arrow table or mapping of column name to 1-D array
             The judgements. Each column is coded by the cheapest route its
             form allows: categorical, Arrow dictionary and
-            :class:`EncodedColumn` columns pass their codes through.
+            :class:`EncodedColumn` columns pass their codes through; ids of
+            one byte width up to 8 (``"i0012345"``, Arrow strings, or ASCII
+            Python strings of one length) are coded from their bytes without
+            hashing strings (:mod:`labelgate.core.strings`).
         item, rater, value : str
             Column names of the item id, rater id and label.
         level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
@@ -155,7 +161,7 @@ class Ratings(SufficientStatistics):
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
         require_columns(data, (("item", item), ("rater", rater), ("value", value)))
         row_labels = getattr(data, "index", None)
-        items, raters, values = (factorize(data[c]) for c in (item, rater, value))
+        items, raters, values = (factorize(data[c], ordered=c != value) for c in (item, rater, value))
         check_ids(((item, items), (rater, raters)), row_labels)
         return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates=duplicates,
                               missing=missing, value_column=value, row_labels=row_labels))
@@ -235,27 +241,7 @@ class Ratings(SufficientStatistics):
         (100, 2, 0.7964)
         """
         check_option(level, LEVELS, "level", "Ratings.from_contingency")
-        counts, row_labels, column_labels = count_table(table, "contingency table")
-        if counts.shape[0] != counts.shape[1]:
-            raise InputError(f"A contingency table must be square (q x q); got {counts.shape[0]} x "
-                             f"{counts.shape[1]}.", Reason.EMPTY_INPUT)
-        if categories is None and row_labels is not None:
-            if list(row_labels) != list(column_labels or []):
-                raise InputError(f"The contingency table's rows {list(row_labels)} and columns "
-                                 f"{list(column_labels or [])} must list the same categories in the same order "
-                                 "(or pass 'categories').", Reason.UNKNOWN_CATEGORY)
-            categories = row_labels
-        cats = count_categories(categories, counts.shape[1], level, "Ratings.from_contingency")
-        if len(set(map(python_scalar, raters))) != 2:
-            raise ParameterError(f"'raters' must be two distinct labels; got {raters!r}.", parameter="raters")
-        q = len(cats)
-        cell = np.repeat(np.arange(q * q, dtype=np.int64), counts.ravel())  # one entry per item
-        n = cell.size
-        items = np.arange(n, dtype=np.int64)
-        return cls(np.concatenate([items, items]), np.repeat(np.arange(2, dtype=np.int64), n),
-                   np.concatenate([cell // q, cell % q]), item_labels=items.astype(object),
-                   rater_labels=np.asarray([python_scalar(x) for x in raters], dtype=object),
-                   categories=cats, level=level)
+        return cls(**contingency_judgements(table, categories, level, raters))
 
     @classmethod
     def from_counts(cls, counts: Any, categories: Sequence[Any] | None = None, *, level: Level = "nominal",
@@ -302,23 +288,8 @@ class Ratings(SufficientStatistics):
         (3, 18, [0, 1, 4, 0, 1])
         """
         check_option(level, LEVELS, "level", "Ratings.from_counts")
-        table, row_labels, column_labels = count_table(counts, "count table")
-        cats = count_categories(column_labels if categories is None else categories, table.shape[1], level,
-                                 "Ratings.from_counts")
-        rated = table.sum(axis=1) > 0
-        table = table[rated]
-        labels = np.empty(rated.size, dtype=object)  # filled one by one: ids may be tuples (a MultiIndex)
-        seen: set[Any] = set()
-        for position, label in enumerate(range(rated.size) if row_labels is None else row_labels):
-            if label in seen:
-                raise InputError(f"The count table's index has the item id {label!r} more than once; item ids "
-                                 "must be unique (reset the index, or pass the counts as an array).",
-                                 Reason.MISSING_ID, value=label)
-            seen.add(label)
-            labels[position] = label
-        items, cells = np.nonzero(table)
-        return cls.from_aggregates(items, cells, table[items, cells], item_labels=labels[rated], categories=cats,
-                                   level=level)
+        items, cells, cell_counts, labels, cats = count_rows(counts, categories, level)
+        return cls.from_aggregates(items, cells, cell_counts, item_labels=labels, categories=cats, level=level)
 
     @classmethod
     def from_aggregates(cls, item_codes: npt.ArrayLike, category_codes: npt.ArrayLike, counts: npt.ArrayLike, *,
@@ -495,22 +466,9 @@ def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater:
     (['crowd', 'trusted'], 2)
     """
     check_option(level, LEVELS, "level", "ratings_by_pool")
-    require_columns(data, (("pool", pool), ("item", item), ("rater", rater), ("value", value)))
-    row_labels = getattr(data, "index", None)
-    items, raters, values, pools = (factorize(data[c]) for c in (item, rater, value, pool))
-    check_ids(((item, items), (rater, raters), (pool, pools)), row_labels)
-    if categories is None:  # one category list for all pools: the union of the observed labels
-        present = np.bincount(values.codes[values.codes >= 0], minlength=len(values.uniques)) > 0
-        categories, _ = resolve_categories(values.uniques[present], None, level, value)
-    result: dict[Any, Ratings] = {}
-    for code, name in enumerate(pools.uniques):
-        rows = np.flatnonzero(pools.codes == code)
-        result[python_scalar(name)] = Ratings(**assemble(
-            Column(items.codes[rows], items.uniques), Column(raters.codes[rows], raters.uniques),
-            Column(values.codes[rows], values.uniques), level=level, categories=categories,
-            duplicates=duplicates, missing=missing, value_column=value, row_labels=RowSubset(row_labels, rows),
-            shared_item_index=True))
-    return result
+    return {name: Ratings(**arguments) for name, arguments in pool_arguments(
+        data, pool, item, rater, value, level=level, categories=categories, duplicates=duplicates,
+        missing=missing).items()}
 
 
 def common_categories(x: Ratings, y: Ratings) -> tuple[Ratings, Ratings]:

@@ -8,10 +8,10 @@ project has been quiet for the quiet period, its batch (the tasks whose annotati
 to every listener; the default listener emits ``labelgate.batch.ready`` with the project URL selecting those tasks as
 ``path``, which the served gate (``labelgate serve`` with ``PREFECT_API_URL``) consumes like any batch.
 
-Other consumers (a monitor pass on the project, for instance) register a callback::
+Other consumers register a callback; :func:`monitor_pass` is the one that runs a monitor pass of a ``label_studio``
+monitor configuration per ready batch (the tasks it names restated, a reconciliation when it deleted annotations)::
 
-    receiver = WebhookReceiver(secret=..., base_url=...)
-    receiver.add_listener(lambda batch: run_a_monitor_pass(batch.project, batch.deleted_annotations))
+    receiver = WebhookReceiver(secret, projects=[7], listeners=[monitor_pass("monitor.yaml")])
 
 A listener receives a :class:`~labelgate.gate.ls_webhook.ReadyBatch`, runs on the receiver's ticking thread (keep it
 short or hand the work over), and a listener that raises is logged and never stops the others.
@@ -38,8 +38,13 @@ LOGGER = logging.getLogger("labelgate.label_studio_webhook")
 Listener = Callable[[ReadyBatch], object]
 
 
-def emit_ready(base_url: str) -> Listener:
-    """The listener that emits ``labelgate.batch.ready`` for a batch with tasks (needs ``PREFECT_API_URL``)."""
+def emit_ready(base_url: str, source: Any = None) -> Listener:
+    """The listener that emits ``labelgate.batch.ready`` for a batch with tasks (needs ``PREFECT_API_URL``).
+
+    With the gate's ``label_studio`` batch source, the event's ``batch_id`` is the one the gate derives for the same
+    selection (:func:`labelgate.pipeline.sources.label_studio.batch_id_of`), so a batch has one id whether it came
+    from a webhook or from a configuration.
+    """
 
     def emit(batch: ReadyBatch) -> None:
         if not batch.task_ids:  # deletions only: nothing new to gate
@@ -47,11 +52,46 @@ def emit_ready(base_url: str) -> Listener:
         from prefect.events import emit_event
 
         payload = batch.payload(base_url)
+        if source is not None:
+            from labelgate.pipeline.sources.label_studio import batch_id_of
+
+            payload["batch_id"] = batch_id_of(source.model_copy(update={"path": payload["path"]}))
         emit_event(event=READY_EVENT, resource={"prefect.resource.id": batch_resource_id(payload["batch_id"])},
                    payload=payload)
         LOGGER.info("batch %s ready: project %s, %d tasks", payload["batch_id"], batch.project, len(batch.task_ids))
 
     return emit
+
+
+def monitor_pass(config: Any, *, on_summary: Callable[[ReadyBatch, dict[str, Any]], object] | None = None,
+                 send_alerts: bool = True) -> Listener:
+    """The listener that runs one monitor pass per ready batch
+    (:func:`labelgate.monitor.label_studio.run_label_studio_pass`).
+
+    The pass restates the tasks whose annotations were created or updated, plus the tasks changed since the monitor's
+    watermark, and reconciles (looks for deleted annotations and tasks) when the batch deleted annotations. A pass that
+    fails is recorded as an ``error`` pass and logged by the receiver; the next batch (or a scheduled pass) retries.
+
+    Parameters
+    ----------
+    config : path, mapping or MonitorConfig
+        A monitor configuration whose source is ``kind: label_studio`` (a batch of another project is refused).
+    on_summary : callable, optional
+        Called with the batch and the pass summary after each pass.
+    send_alerts : bool, default True
+    """
+    from labelgate.monitor.label_studio import run_label_studio_pass
+    from labelgate.pipeline.sources.label_studio_delivery import Hints
+
+    def run(batch: ReadyBatch) -> None:
+        hints = Hints(frozenset(batch.task_ids), reconcile=bool(batch.deleted_annotations))
+        summary = run_label_studio_pass(config, batch.project, hints=hints, send_alerts=send_alerts)
+        LOGGER.info("monitor pass on project %s: %d tasks named, %d annotations deleted", batch.project,
+                    len(batch.task_ids), len(batch.deleted_annotations))
+        if on_summary is not None:
+            on_summary(batch, summary)
+
+    return run
 
 
 class WebhookReceiver:

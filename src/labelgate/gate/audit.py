@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from labelgate.gate import alerting
 from labelgate.pipeline import sources
 from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
@@ -34,8 +36,12 @@ def default_batch_id(batch: str | None) -> str:
 
 
 def digest_of(cfg: GateConfig, crowd: Any, trusted: Any) -> tuple[str, str, str]:
-    """``(batch_hash, trusted_hash, inputs_digest)`` of loaded tables under ``cfg``."""
-    batch_hash, trusted_hash = sources.content_hash(crowd), sources.content_hash(trusted)
+    """``(batch_hash, trusted_hash, inputs_digest)`` of loaded tables under ``cfg`` (of a batch kept in its database:
+    the digests of its aggregates, :attr:`labelgate.pipeline.sources.sql_batch.SqlBatch.hashes`)."""
+    if crowd is not None and not isinstance(crowd, pd.DataFrame):
+        batch_hash, trusted_hash = crowd.hashes
+    else:
+        batch_hash, trusted_hash = sources.content_hash(crowd), sources.content_hash(trusted)
     return batch_hash, trusted_hash, inputs_digest(batch_hash, trusted_hash, cfg.digest())
 
 
@@ -62,7 +68,9 @@ def stored_decision(config: Any, batch: str | Path | None, trusted: str | Path |
     store = ResultsStore.from_config(cfg.store, auto_migrate=False)
     if store.schema_version() != SCHEMA_VERSION:
         return None
-    crowd, trusted_df = sources.load_pools(cfg, batch, trusted)
+    from labelgate.gate.steps import load_inputs  # the run's own loading: one rule for what keys a decision
+
+    cfg, crowd, trusted_df, _ = load_inputs(cfg, batch, trusted)
     previous = store.find(digest_of(cfg, crowd, trusted_df)[2])
     if previous is None:
         return None

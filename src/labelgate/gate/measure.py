@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from labelgate.gate.decision import Outcome, Reliability
 from labelgate.gate.steps import CANONICAL, Measured, _numeric, _slug
 from labelgate.pipeline.config import Gate, GateConfig, Question
+
+if TYPE_CHECKING:
+    from labelgate.pipeline.sources.sql_batch import SqlBatch
 
 _GATE_PARAMS = {
     "normalized_cross_kappa": ("min_value", "irr"),
@@ -55,8 +58,13 @@ def suite_config(config: GateConfig, question: Question, gates: list[Gate], cate
     return {"name": f"labelgate-{_slug(question.name)}", "defaults": defaults, "expectations": entries}
 
 
-def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any], out_dir: Path) -> Measured:
-    """Run one GX suite per question in a file context under ``out_dir`` and build Data Docs."""
+def measure(config: GateConfig, frame: pd.DataFrame | SqlBatch, categories: dict[str, Any], out_dir: Path) -> Measured:
+    """Run one GX suite per question in a file context under ``out_dir`` and build Data Docs.
+
+    ``frame``: the judgements (a pandas batch), or a batch kept in its database: then each question's suite runs on
+    a GX SQL data source over its valid rows (:meth:`~labelgate.pipeline.sources.sql_batch.SqlBatch.gx_batches`),
+    and the LabelGate metric providers compute from the database's aggregates.
+    """
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -66,8 +74,12 @@ def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any],
 
     context = project_context(out_dir)  # fails closed in any process that opens it (labelgate.gx.project)
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    asset = context.data_sources.add_or_update_pandas("labelgate").add_dataframe_asset("judgements")
-    batch = asset.add_batch_definition_whole_dataframe("whole")
+    if isinstance(frame, pd.DataFrame):
+        asset = context.data_sources.add_or_update_pandas("labelgate").add_dataframe_asset("judgements")
+        whole = asset.add_batch_definition_whole_dataframe("whole")
+        batches, parameters = dict.fromkeys((q.name for q in config.questions), whole), {"dataframe": frame}
+    else:
+        batches, parameters = frame.gx_batches(context), {}
     definitions, skipped = [], []
     for question in config.questions:
         gates, not_applicable = applicable_gates(config, question, categories.get(question.name))
@@ -77,14 +89,14 @@ def measure(config: GateConfig, frame: pd.DataFrame, categories: dict[str, Any],
         suite = suite_from_config(suite_config(config, question, gates, categories.get(question.name)))
         suite = context.suites.add_or_update(suite)
         definitions.append(context.validation_definitions.add_or_update(
-            gx.ValidationDefinition(name=f"vd-{suite.name}", data=batch, suite=suite)))
+            gx.ValidationDefinition(name=f"vd-{suite.name}", data=batches[question.name], suite=suite)))
     if not definitions:
         return Measured([], {}, None, skipped)
     checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
         name="labelgate-gate", validation_definitions=definitions, result_format={"result_format": "COMPLETE"},
         actions=[UpdateDataDocsAction(name="data_docs")]))
     verify_checkpoint(checkpoint)
-    result = checkpoint.run(batch_parameters={"dataframe": frame})
+    result = checkpoint.run(batch_parameters=parameters)
     outcomes: list[Outcome] = []
     metrics: dict[str, dict[str, dict[str, Any]]] = {}
     for run in result.run_results.values():

@@ -35,7 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from labelgate.gate import alerting, raters, steps
+import pandas as pd
+
+from labelgate.gate import alerting, in_database, raters, steps
 from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
 from labelgate.gate.audit import as_config, default_batch_id, digest_of, reuse
@@ -150,7 +152,9 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         state.update(cfg=cfg, config_hash=cfg.digest())
         batch = None
     state["step"] = "load"
-    crowd, trusted_df, selection = timed(timing, "load", lambda: call("load", steps.load, cfg, batch, trusted))
+    cfg, crowd, trusted_df, selection = timed(timing, "load",
+                                              lambda: call("load", steps.load_inputs, cfg, batch, trusted))
+    state.update(cfg=cfg, config_hash=cfg.digest())
     state["batch_hash"], state["trusted_hash"], digest = digest_of(cfg, crowd, trusted_df)
     state["step"] = "lock"
     state["locks"].enter_context(run_lock(store, digest))
@@ -161,20 +165,27 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         reused = with_raters(record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started)))
         return _write_back(cfg, batch, crowd, reused, hooks)
     out = steps.run_directory(cfg, state["batch_id"], state["run_id"])
-    state["step"] = "validate"
-    prepared = timed(timing, "validate",
-                     lambda: call("validate", steps.prepare, cfg, crowd, trusted_df, out, selection))
-    steps.require_rows(prepared.crowd, "batch")
-    steps.require_rows(prepared.trusted, "trusted")
-    state["step"] = "align"
-    coverage, coverage_problems = timed(
-        timing, "align", lambda: call("align", steps.coverage, cfg, prepared.crowd, prepared.trusted))
-    state["step"] = "measure"
-    frame = steps.canonical_frame(cfg, prepared.crowd, prepared.trusted)
-    measured = _measure(cfg, frame, prepared.categories, out, timing, "measure", hooks)
-    state["step"] = "diagnose"
-    diagnosed = timed(timing, "diagnose",
-                      lambda: call("diagnose", diagnose_step.diagnose, cfg, frame, prepared.categories))
+    if not isinstance(crowd, pd.DataFrame):  # the batch stays in its database (a SQL source with aggregate: true)
+        # measured through the orchestrator's measure, but in one piece: the Dask fan-out splits a DataFrame
+        direct = replace(hooks, measure=None) if cfg.runner == "dask" else hooks
+        prepared, coverage, coverage_problems, measured, diagnosed = in_database.evaluate(
+            cfg, crowd, out, call, lambda name, func: timed(timing, name, func), state,
+            lambda categories: _measure(cfg, crowd, categories, out, timing, "measure", direct))
+    else:
+        state["step"] = "validate"
+        prepared = timed(timing, "validate",
+                         lambda: call("validate", steps.prepare, cfg, crowd, trusted_df, out, selection))
+        steps.require_rows(prepared.crowd, "batch")
+        steps.require_rows(prepared.trusted, "trusted")
+        state["step"] = "align"
+        coverage, coverage_problems = timed(
+            timing, "align", lambda: call("align", steps.coverage, cfg, prepared.crowd, prepared.trusted))
+        state["step"] = "measure"
+        frame = steps.canonical_frame(cfg, prepared.crowd, prepared.trusted)
+        measured = _measure(cfg, frame, prepared.categories, out, timing, "measure", hooks)
+        state["step"] = "diagnose"
+        diagnosed = timed(timing, "diagnose",
+                          lambda: call("diagnose", diagnose_step.diagnose, cfg, frame, prepared.categories))
     state["step"] = "decide"
     decided = _decide(cfg, prepared, coverage, coverage_problems, measured, diagnosed, out, timing, hooks, state)
     state["step"] = "decide"  # back from the exclusion's own steps: building the record is part of deciding

@@ -10,7 +10,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,6 +21,9 @@ from labelgate.pipeline import validation
 from labelgate.pipeline.config import GateConfig, Question
 from labelgate.pipeline.sources.pools import load_selected
 from labelgate.pipeline.store import GateRecord
+
+if TYPE_CHECKING:
+    from labelgate.pipeline.sources.sql_batch import SqlBatch
 
 CANONICAL = {"item": "item_id", "rater": "rater_id", "label": "label", "pool": "pool", "question": "question"}
 @dataclass
@@ -55,10 +58,38 @@ def run_directory(config: GateConfig, batch_id: str, run_id: str) -> Path:
 
 # ------------------------------------------------------------------------------------------ steps
 def load(config: GateConfig, batch: str | Path | None,
-         trusted: str | Path | None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+         trusted: str | Path | None) -> tuple[pd.DataFrame | SqlBatch, pd.DataFrame | None, dict[str, Any]]:
     """Crowd (batch) and trusted tables, each within its row selection, and what the selections left out (see
-    :func:`labelgate.pipeline.sources.pools.load_selected`)."""
+    :func:`labelgate.pipeline.sources.pools.load_selected`); for a SQL batch with ``aggregate: true``, what its
+    database said (:func:`labelgate.pipeline.sources.sql_batch.load_sql_batch`) and no table."""
+    if in_database(config, batch):
+        from labelgate.pipeline.sources.sql_batch import load_sql_batch
+
+        if trusted is not None:
+            raise InputError("A trusted file was given, but the batch is gated in its database (batch.aggregate), "
+                             "where the query holds both pools; drop the trusted file or 'aggregate'.",
+                             Reason.MISSING_SETTING)
+        return load_sql_batch(config), None, {}
     return load_selected(config, batch, trusted)
+
+
+def load_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Path | None
+                ) -> tuple[GateConfig, pd.DataFrame | SqlBatch, pd.DataFrame | None, dict[str, Any]]:
+    """What decides a request, as both the run and the look-up of a stored decision key it: the configuration as
+    the run applies it (a Label Studio question that states no level takes its control's,
+    :func:`labelgate.pipeline.sources.label_studio.with_control_levels`) and :func:`load`'s tables and selection."""
+    crowd, trusted_df, selection = load(config, batch, trusted)
+    if config.batch.format == "label_studio":
+        from labelgate.pipeline.sources.label_studio import with_control_levels
+
+        config = with_control_levels(config, crowd)
+    return config, crowd, trusted_df, selection
+
+
+def in_database(config: GateConfig, batch: str | Path | None) -> bool:
+    """Whether the batch is validated and measured in its database (a SQL source with ``aggregate: true``, and no
+    file given on the command line)."""
+    return config.batch.format == "sql" and config.batch.aggregate and batch is None
 
 
 def prepare(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame, out_dir: Path,
@@ -75,6 +106,12 @@ def prepare(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame, out_
         categories = gate_categories(config, crowd)
     categories = categories if categories is not None else validation.all_categories(config, trusted)
     checked = validation.validate_pools(crowd, trusted, config, categories)
+    return prepared(checked, categories, out_dir, selection)
+
+
+def prepared(checked: tuple[validation.ValidationResult, ...] | list[validation.ValidationResult],
+             categories: dict[str, Any], out_dir: Path, selection: dict[str, Any] | None = None) -> Prepared:
+    """The crowd and trusted validation results under the policy, their quarantine files written."""
     quarantine: dict[str, str] = {}
     warnings: list[str] = []
     rejection = None
@@ -102,6 +139,12 @@ def coverage(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame) -> 
     share = common / len(batch_items) if len(batch_items) else 0.0
     info = {"batch_items": len(batch_items), "trusted_items": len(trusted_items), "common_items": common,
             "coverage": share}
+    return info, coverage_problems(config, info)
+
+
+def coverage_problems(config: GateConfig, info: dict[str, Any]) -> list[str]:
+    """The problems the coverage ``info`` (``coverage``, ``common_items``) raises under ``config.coverage``."""
+    share, common = info["coverage"], info["common_items"]
     problems = []
     if share < config.coverage.min_coverage:
         problems.append(f"coverage {share:.3f} of batch items are in the trusted replication, below the minimum "
@@ -109,7 +152,7 @@ def coverage(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame) -> 
     if common < config.coverage.min_common_items:
         problems.append(f"only {common} items are shared with the trusted replication (minimum "
                         f"{config.coverage.min_common_items})")
-    return info, problems
+    return problems
 
 
 def canonical_frame(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,7 @@ import weakref
 from typing import Any
 
 from great_expectations.core.metric_domain_types import MetricDomainTypes
-from great_expectations.execution_engine import PandasExecutionEngine, SqlAlchemyExecutionEngine
+from great_expectations.execution_engine import PandasExecutionEngine, SparkDFExecutionEngine, SqlAlchemyExecutionEngine
 from great_expectations.expectations.metrics.metric_provider import metric_value
 from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
 from great_expectations.validator.metric_configuration import MetricConfiguration
@@ -30,7 +30,11 @@ from great_expectations.validator.metric_configuration import MetricConfiguratio
 from labelgate.core.estimate import DEFAULT_CI_METHOD, Estimate
 from labelgate.core.ratings import Ratings, ratings_by_pool
 from labelgate.errors import ParameterError, Reason
-from labelgate.gx._pools import (
+from labelgate.gx._spark import spark_metric, spark_pools  # pyspark: imported by the Spark backend
+from labelgate.gx._sql import AGGREGATE_KEYS, refusal, refuse, sql_metric, sql_pools  # SQLAlchemy: imported by the plan
+from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
+from labelgate.metrics.spa import WEIGHTINGS, spa
+from labelgate.sqlagg.pools import (
     Pools,
     missing_pool,
     missing_pool_column,
@@ -38,9 +42,6 @@ from labelgate.gx._pools import (
     missing_question_column,
     pool_coverage,
 )
-from labelgate.gx._sql import AGGREGATE_KEYS, refusal, refuse, sql_metric, sql_pools  # SQLAlchemy: imported by the plan
-from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
-from labelgate.metrics.spa import WEIGHTINGS, spa
 
 #: Parameters every LabelGate metric reads (the expectation's success keys include them).
 COMMON_VALUE_KEYS: tuple[str, ...] = (
@@ -331,6 +332,13 @@ class LabelGateTableMetric(TableMetricProvider):
         refuse(cls.metric_name, kw)  # before the aggregates: a refused metric does not depend on them
         return sql_metric(cls.metric_name, cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
 
+    @metric_value(engine=SparkDFExecutionEngine)
+    def _spark(cls, execution_engine: SparkDFExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
+               metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
+        kw = dict(metric_value_kwargs)
+        refuse(cls.metric_name, kw, "spark")  # before the aggregates: a refused metric does not depend on them
+        return spark_metric(cls.metric_name, cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
+
     @classmethod
     def _get_evaluation_dependencies(cls, metric: MetricConfiguration, configuration: Any = None,
                                      execution_engine: Any = None, runtime_configuration: dict | None = None,
@@ -339,7 +347,7 @@ class LabelGateTableMetric(TableMetricProvider):
         for every metric with the same domain and aggregate parameters."""
         dependencies = super()._get_evaluation_dependencies(metric, configuration, execution_engine,
                                                             runtime_configuration)
-        if isinstance(execution_engine, SqlAlchemyExecutionEngine):
+        if isinstance(execution_engine, (SqlAlchemyExecutionEngine, SparkDFExecutionEngine)):
             kw = dict(metric.metric_value_kwargs or {})
             if refusal(cls.metric_name, kw) is None:  # a refused metric fetches nothing
                 dependencies[_SQL_POOLS] = MetricConfiguration(
@@ -352,7 +360,7 @@ _SQL_POOLS = "labelgate.table.sql_pools"
 
 
 class TableSqlPools(TableMetricProvider):
-    """``labelgate.table.sql_pools``: a SQL batch's aggregates and the pools built from them (SQL engines only).
+    """``labelgate.table.sql_pools``: a SQL or Spark batch's aggregates and the pools built from them.
 
     The other LabelGate metrics depend on it on a SQL engine, so GX runs the aggregate queries once per batch and
     parameters, whatever the number of expectations of the suite.
@@ -367,6 +375,12 @@ class TableSqlPools(TableMetricProvider):
         selectable, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs,
                                                                domain_type=MetricDomainTypes.TABLE)
         return sql_pools(execution_engine, selectable, dict(metric_value_kwargs))
+
+    @metric_value(engine=SparkDFExecutionEngine)
+    def _spark(cls, execution_engine: SparkDFExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
+               metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> Any:
+        df, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs, domain_type=MetricDomainTypes.TABLE)
+        return spark_pools(df, dict(metric_value_kwargs))
 
 
 class TableCrossKappa(LabelGateTableMetric):

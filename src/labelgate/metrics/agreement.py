@@ -30,13 +30,20 @@ from typing import Any
 import numpy as np
 
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
-from labelgate.core.ratings import FloatArray, IntArray, Ratings
-from labelgate.errors import DesignError, Reason, check_option
+from labelgate.core.ratings import Ratings
+from labelgate.errors import DesignError, Reason
+from labelgate.metrics._chance import (
+    build_bennett_s,
+    build_conger_kappa,
+    build_fleiss_kappa,
+    build_gwet_ac,
+    build_percent_agreement,
+    conger_chance,
+)
 from labelgate.metrics._engine import (
     Components,
     ItemStatistic,
     bootstrap,
-    chance_corrected,
     check_bootstrap_args,
     evaluate,
     interval_of,
@@ -44,178 +51,13 @@ from labelgate.metrics._engine import (
     make_rng,
     safe_ratio,
 )
-from labelgate.metrics._items import (
-    MARGINALS,
-    ItemView,
-    Marginals,
-    excluded_single,
-    item_agreement,
-    rater_category_block,
-    rater_category_totals,
-    require_rater_identity,
-    view,
-)
+from labelgate.metrics._items import Marginals, excluded_single, require_rater_identity, view
 from labelgate.metrics._linear import linearized_se
-from labelgate.metrics.weights import Weights, weight_matrix
+from labelgate.metrics.weights import Weights
 
-
-def _explain_chance(point: Components) -> tuple[Reason, str] | None:
-    if point.get("n_pairable", np.ones(1))[0] == 0:
-        return Reason.NO_PAIRABLE_ITEMS, "no item has two or more ratings"
-    if "n_raters" in point and point["n_raters"][0] < 2:
-        return Reason.NO_PAIRABLE_ITEMS, "fewer than two raters have ratings in the chance-agreement marginals"
-    return (Reason.NO_EXPECTED_DISAGREEMENT,
-            "chance agreement is 1 (a single category is used or available), so the coefficient is 0/0")
-
-
-def _axis(r: Ratings, codes: IntArray | None, marginals: Marginals, function: str) -> ItemView:
-    """The item axis: every rated item when single ratings enter the marginals, else the pairable items.
-
-    The item bootstrap resamples the rows of this axis, i.e. every item the statistic depends on.
-    """
-    check_option(marginals, MARGINALS, "marginals", function)
-    return view(r, codes, min_ratings=1 if marginals == "all_rated_items" else 2)
-
-
-def _observed_block(v: ItemView, w: FloatArray, marginal: np.ndarray | None = None) -> np.ndarray:
-    """Per item: weighted agreement, pairable indicator and (optionally) the marginal-item indicator.
-
-    The indicator of the items in the marginals sits here, in a block of fixed width, rather than next to the
-    category columns: the monitor widens category blocks at their end when a new category appears.
-    """
-    columns = [item_agreement(v, w), v.pairable.astype(np.float64)]
-    if marginal is not None:
-        columns.append(marginal.astype(np.float64))
-    return np.column_stack(columns)
-
-
-def _observed(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(p_a, number of pairable items) from the sums of :func:`_observed_block`."""
-    return safe_ratio(sums[:, 0], sums[:, 1]), sums[:, 1]
-
-
-def _marginal_block(v: ItemView, marginal: np.ndarray, pooled: bool = False) -> FloatArray:
-    """Per item on the marginal items: the category shares ``r_ik / r_i`` (or the counts ``r_ik`` if ``pooled``)."""
-    if pooled:
-        return v.counts * marginal[:, None]
-    share = np.zeros_like(v.counts)
-    np.divide(v.counts, v.n[:, None], out=share, where=marginal[:, None])
-    return share
-
-
-def _classification_probabilities(observed: np.ndarray, marginal: np.ndarray, pooled: bool = False) -> np.ndarray:
-    r""":math:`\pi_k` from the sums of :func:`_observed_block` (with the indicator) and :func:`_marginal_block`.
-
-    Item mean :math:`\pi_k = \frac{1}{n} \sum_i r_{ik}/r_i` over the ``n`` marginal items (Gwet 2014), or the
-    pooled share :math:`\sum_i r_{ik} / \sum_i r_i` if ``pooled``.
-    """
-    if pooled:
-        return safe_ratio(marginal, marginal.sum(axis=1, keepdims=True))
-    return safe_ratio(marginal, observed[:, 2:3])
-
-
-def _stat(v: ItemView, blocks: list[Any] | None, finalize: Any, **kw: Any) -> ItemStatistic:
-    r = v.ratings
-    excluded = excluded_single(r) if v.codes.size == 0 or v.pairable.all() else int((~v.pairable).sum())
-    return ItemStatistic(blocks=blocks, finalize=finalize, n_items=v.n_pairable,
-                         n_ratings=v.n_ratings_pairable, n_items_excluded=excluded,
-                         explain=_explain_chance, **kw)
-
-
-def _chance_components(sums: list[np.ndarray], p_e: np.ndarray) -> Components:
-    p_a, n_pair = _observed(sums[0])
-    return {"value": chance_corrected(p_a, p_e), "p_o": p_a, "p_e": p_e, "n_pairable": n_pair,
-            "n_marginal_items": sums[0][:, 2]}
-
-
-# ---------------------------------------------------------------- builders
-def build_percent_agreement(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
-                            ) -> ItemStatistic:
-    v = view(r, codes)
-
-    def finalize(sums: list[np.ndarray]) -> Components:
-        p_o, n_pair = _observed(sums[0])
-        return {"value": p_o, "n_pairable": n_pair}
-
-    return _stat(v, [_observed_block(v, weight_matrix(r, weights, "percent_agreement"))], finalize)
-
-
-def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity") -> ItemStatistic:
-    v = view(r, codes)  # no marginals: single-rated items play no part
-    w = weight_matrix(r, weights, "bennett_s")
-    p_e = float(w.sum()) / r.n_categories**2
-
-    def finalize(sums: list[np.ndarray]) -> Components:
-        p_o, n_pair = _observed(sums[0])
-        return {"value": chance_corrected(p_o, np.full_like(p_o, p_e)), "p_o": p_o,
-                "p_e": np.full_like(p_o, p_e), "n_pairable": n_pair}
-
-    return _stat(v, [_observed_block(v, w)], finalize)
-
-
-def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
-                       marginals: Marginals = "all_rated_items", function: str = "fleiss_kappa") -> ItemStatistic:
-    v = _axis(r, codes, marginals, function)
-    w = weight_matrix(r, weights, function)
-    on = v.marginal_items(marginals)
-    pooled = marginals == "pairable_items"  # the pre-handbook definition pooled the ratings (Fleiss 1971)
-
-    def finalize(sums: list[np.ndarray]) -> Components:
-        pi = _classification_probabilities(sums[0], sums[1], pooled)
-        return _chance_components(sums, np.einsum("bc,ck,bk->b", pi, w, pi))
-
-    return _stat(v, [_observed_block(v, w, on), _marginal_block(v, on, pooled)], finalize)
-
-
-def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
-                  marginals: Marginals = "all_rated_items") -> ItemStatistic:
-    v = _axis(r, codes, marginals, "gwet_ac")
-    w = weight_matrix(r, weights, "gwet_ac")
-    q = r.n_categories
-    on = v.marginal_items(marginals)
-    scale = float(w.sum()) / (q * (q - 1)) if q > 1 else np.nan
-
-    def finalize(sums: list[np.ndarray]) -> Components:
-        pi = _classification_probabilities(sums[0], sums[1])
-        return _chance_components(sums, scale * (pi * (1.0 - pi)).sum(axis=1))
-
-    return _stat(v, [_observed_block(v, w, on), _marginal_block(v, on)], finalize)
-
-
-def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
-                       function: str = "conger_kappa", marginals: Marginals = "all_rated_items") -> ItemStatistic:
-    require_rater_identity(r, function)  # rater-specific marginals: positions on an item are not raters
-    v = _axis(r, codes, marginals, function)
-    w = weight_matrix(r, weights, function)
-    n_raters, q = r.n_raters, r.n_categories
-    on = v.marginal_items(marginals)
-    observed = _observed_block(v, w, on)
-
-    def finalize(sums: list[np.ndarray]) -> Components:
-        p_e, active = conger_chance(sums[1].reshape(-1, n_raters, q), w)
-        return {**_chance_components(sums, p_e), "n_raters": active}
-
-    stat = _stat(v, None, finalize, build_blocks=lambda: [observed, rater_category_block(v, on)])
-    stat.totals = [observed.sum(axis=0), rater_category_totals(v, on)]
-    return stat
-
-
-def conger_chance(rater_counts: np.ndarray, w: FloatArray) -> tuple[np.ndarray, np.ndarray]:
-    r"""Conger's chance agreement from rater x category counts, shape (B, raters, q).
-
-    :math:`p_e = \frac{1}{r(r-1)} \sum_{g \ne h} p_g^\top W p_h` over the raters
-    with at least one rating, ``p_g`` being rater ``g``'s own marginal
-    distribution. This is Gwet's (2014) weighted form
-    :math:`\sum_{k,l} w_{kl} (\bar p_k \bar p_l - s^2_{kl} / r)`, :math:`s^2_{kl}`
-    the covariance of the raters' marginals. Returns ``(p_e, r)``.
-    """
-    n_g = rater_counts.sum(axis=2)
-    active = (n_g > 0).sum(axis=1).astype(np.float64)
-    p = np.zeros_like(rater_counts)
-    np.divide(rater_counts, n_g[..., None], out=p, where=n_g[..., None] > 0)
-    s = p.sum(axis=1)
-    between = np.einsum("bc,ck,bk->b", s, w, s) - np.einsum("bgc,ck,bgk->b", p, w, p)
-    return safe_ratio(between, active * (active - 1.0)), active
+__all__ = ["bennett_s", "build_bennett_s", "build_conger_kappa", "build_fleiss_kappa", "build_gwet_ac",
+           "build_percent_agreement", "cohen_kappa", "conger_chance", "conger_kappa", "fleiss_kappa", "gwet_ac",
+           "percent_agreement", "scott_pi", "specific_agreement"]
 
 
 # ---------------------------------------------------------------- public metrics

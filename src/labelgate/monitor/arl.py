@@ -29,6 +29,13 @@ after ``r`` consecutive breaches, whose average run length is the classical
 (Feller 1968, ch. XIII). :func:`persistence` is the smallest ``r`` with :math:`\mathrm{ARL}(p_0, r) \ge T` where
 :math:`p_0` is the breach probability of a series whose level sits *at* the threshold — the worst case that still
 meets the gate.
+
+**What the baseline rules leave.** A whole number of windows cannot meet :math:`T` exactly (at :math:`p_0 = 2.5\,\%`
+the run length jumps from 40 windows at ``r = 1`` to 1,640 at 2), and a gate below its series' level spends less
+still. Each rule's spend — :math:`1/\mathrm{ARL}(p, r)` with :math:`p` the breach probability at the level its
+series' reference shows, at most :math:`p_0` — is subtracted from its question's budget, and the question's change
+detectors share what is left (:func:`change_share`; :func:`labelgate.monitor.drift.change_limit`). A gate above its
+series' level is out of control (its episodes are right), and is charged its worst in-control spend.
 """
 
 from __future__ import annotations
@@ -56,14 +63,52 @@ def cusum_limit(change: Any, n_series: int = 1) -> float:
     """
     if change.arl0 is None:
         return float(change.h)
-    target = float(change.arl0) * max(int(n_series), 1)
+    return limit_for(change.k, float(change.arl0) * max(int(n_series), 1))
+
+
+def limit_for(k: float, target: float) -> float:
+    """The limit ``h`` whose :func:`run_length` at reference ``k`` is ``target`` windows (bisection).
+
+    >>> round(run_length(0.5, limit_for(0.5, 300.0)))
+    300
+    """
     low, high = 0.0, 1.0
-    while run_length(change.k, high) < target:  # the run length grows exponentially in h: a few doublings
+    while run_length(k, high) < target:  # the run length grows exponentially in h: a few doublings
         low, high = high, high * 2.0
     for _ in range(60):
         mid = (low + high) / 2.0
-        low, high = (mid, high) if run_length(change.k, mid) < target else (low, mid)
+        low, high = (mid, high) if run_length(k, mid) < target else (low, mid)
     return high
+
+
+def change_share(n_baseline: int, n_change: int, spent: float, target: float) -> float:
+    r"""Run length of each of a question's ``n_change`` change detectors once its ``n_baseline`` baseline rules have
+    taken the rate ``spent`` (false episodes per window, :func:`spend`) of their budget.
+
+    The question's series hold the rate :math:`(n_b + n_c)/T` (``target`` :math:`T`: a series' run length,
+    :func:`run_length` at the nominal limit). A baseline rule cannot spend its share :math:`1/T` exactly (its
+    persistence is a whole number of windows) and spends less when its gate lies below the series' level, so the
+    change detectors share what is left, and never less than their own shares:
+
+    .. math::
+
+        T_c = \frac{n_c}{\max\big(n_c/T,\ (n_b + n_c)/T - \text{spent}\big)}.
+
+    >>> change_share(4, 2, 0.0, 720.0), change_share(4, 2, 4 / 720, 720.0)
+    (240.0, 720.0)
+    """
+    left = max(n_change / target, (n_baseline + n_change) / target - spent)
+    return n_change / left
+
+
+def spend(p: float, r: int) -> float:
+    """False episodes per window of a baseline rule that opens after ``r`` consecutive breaches, each with
+    probability ``p`` (the inverse of :func:`runs_arl`).
+
+    >>> round(1 / spend(0.025, 2))
+    1640
+    """
+    return 1.0 / runs_arl(p, r)
 
 
 def run_length(k: float, h: float) -> float:

@@ -51,6 +51,13 @@ Z975 = NormalDist().inv_cdf(0.975)
 #: How much rarer than a false alarm a false return (an episode closed while its drop goes on) is made.
 RETURN_ODDS = 10.0
 
+#: Reference windows below which a change detector is still *learning*: the reference's own error (1/sqrt(n) window
+#: standard errors) is then a large part of a small drop, and a sustained drop of 1 SE lasting 40 windows is one alert
+#: in fewer than 95 % of runs (measured with ``k = 0.5`` at limits 3.9-4.7, run lengths 300-720 windows:
+#: ``benchmarks/bench_monitor_calibration.py``, docs/monitoring.md "A young monitor"). A pass reports the series still
+#: learning instead of promising that rate.
+LEARNING_WINDOWS = 80
+
 #: Detector state of one series' change detector (JSON-serialisable); ``pending`` holds the windows of the current
 #: excursion as running sums (n, sum, sum of squares, sum of squared standard errors), ``excursion`` its CUSUM's
 #: sums (:func:`excursion_cusum`: minus the sum of z, the sum of 1/sigma).
@@ -69,6 +76,17 @@ def upgrade(c: dict[str, Any]) -> dict[str, Any]:
     for key, value in FIELDS.items():
         c.setdefault(key, list(value) if isinstance(value, list) else value)
     return c
+
+
+def learning(c: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    """What a pass says of a change detector whose reference holds fewer than :data:`LEARNING_WINDOWS` windows
+    (None once it holds them)."""
+    n = int(c.get("n", 0))
+    if n >= LEARNING_WINDOWS:
+        return None
+    return {"metric": metric, "reference_windows": n, "needed": LEARNING_WINDOWS,
+            "message": f"{metric}: change detector still learning its reference ({n} of {LEARNING_WINDOWS} windows): "
+                       "a sustained drop of 1 SE may be missed until then"}
 
 
 def standardise(c: dict[str, Any], value: float, se: float) -> tuple[float, dict[str, Any]]:

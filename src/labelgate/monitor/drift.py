@@ -16,8 +16,9 @@ alerts.
 **Change** (``kind="change"``): a self-starting one-sided lower CUSUM on the standardised window values with a
 reference frozen from the first window of an excursion, closed only once the series is back at its pre-episode
 reference (:mod:`labelgate.monitor.cusum`). The limit ``h`` is stated or derived from ``change.arl0``
-(:func:`labelgate.monitor.arl.cusum_limit`). The change point reported ("since") is the first window of the current
-excursion of the CUSUM above 0.
+(:func:`labelgate.monitor.arl.cusum_limit`); with ``arl0`` the change detectors of a question also get what its
+baseline rules do not spend (:func:`change_limit`). The change point reported ("since") is the first window of the
+current excursion of the CUSUM above 0.
 
 Windows with fewer than ``min_items`` items, or without a value, are skipped (they neither breach nor count as
 within bounds).
@@ -73,6 +74,7 @@ def step(
     drift: Any,
     level: float = 0.95,
     h: float | None = None,
+    change_h: float | None = None,
 ) -> list[Event]:
     """Feed one window row (value, ci_low, ci_high, n_items, window_start...) to both detectors.
 
@@ -91,9 +93,12 @@ def step(
     level : float
         Confidence level of the windows' intervals.
     h : float, optional
-        The change detector's alarm limit (:func:`labelgate.monitor.arl.cusum_limit`); default
-        ``cusum_limit(drift.change)``. With ``change.arl0`` the baseline persistence follows from it too (both hold the
-        series to the run length ``h`` gives).
+        The series' nominal alarm limit (:func:`labelgate.monitor.arl.cusum_limit` over the monitor's series); default
+        ``cusum_limit(drift.change)``. With ``change.arl0`` the baseline persistence follows from it (the rule is held
+        to the run length ``h`` gives).
+    change_h : float, optional
+        The change detector's limit once the question's baseline rules have taken what they spend
+        (:func:`change_limit`); default ``h``.
 
     Returns
     -------
@@ -121,7 +126,7 @@ def step(
     if baseline and threshold is not None:
         events += _baseline(state["baseline"], c, row, float(threshold), drift, level, limit)
     if change and se is not None:
-        events += _change(c, row, se, drift, limit)
+        events += _change(c, row, se, drift, limit if change_h is None else float(change_h))
     elif se is not None and state["baseline"]["open"] is None and not state["baseline"]["run"]:
         cusum.learn(c, float(value), se)  # the reference of a baseline-only series: its windows within bounds
     return events
@@ -134,6 +139,35 @@ def _persistence(c: dict[str, Any], drift: Any, level: float, h: float) -> int:
         _, tau2, mean_var = cusum.reference(c)
         s, spread = math.sqrt(mean_var), math.sqrt(mean_var + tau2)
     return arl.baseline_persistence(drift, h, level, s, spread)
+
+
+def baseline_spend(state: dict[str, Any], threshold: float | None, drift: Any, level: float, h: float) -> float:
+    """False episodes per window the baseline rule of a series spends (:func:`labelgate.monitor.arl.spend`): at the
+    breach probability of the level its reference shows, at most that of a level at the threshold (the worst
+    in-control case, also before the reference is known or without a threshold)."""
+    c = cusum.upgrade(state["change"])
+    s = spread = 1.0
+    known = c["n"] >= max(2, drift.change.reference_windows)
+    if known:
+        _, tau2, mean_var = cusum.reference(c)
+        s, spread = math.sqrt(mean_var), math.sqrt(mean_var + tau2)
+    z = NormalDist().inv_cdf(0.5 + level / 2.0) if drift.baseline_rule == "ci_high" else 0.0
+    p = arl.breach_probability(0.0, s, spread, 0.0, z)
+    if known and threshold is not None:
+        p = min(p, arl.breach_probability(cusum.reference(c)[0], s, spread, float(threshold), z))
+    return arl.spend(p, _persistence(c, drift, level, h))
+
+
+def change_limit(states: dict[str, dict[str, Any]], thresholds: dict[str, float | None], baseline: list[str],
+                 change: list[str], drift: Any, level: float, h: float) -> float:
+    """The limit of a question's change detectors: what the question's budget leaves once its ``baseline`` series
+    (those with a gate) have taken their :func:`baseline_spend` (:func:`labelgate.monitor.arl.change_share`); ``h``
+    is the series' nominal limit. Without ``change.arl0`` it is ``h``."""
+    if drift.change.arl0 is None or not change:
+        return h
+    target = arl.run_length(drift.change.k, h)
+    spent = sum(baseline_spend(states[m], thresholds.get(m), drift, level, h) for m in baseline)
+    return arl.limit_for(drift.change.k, arl.change_share(len(baseline), len(change), spent, target))
 
 
 def _baseline(b: dict[str, Any], c: dict[str, Any], row: dict[str, Any], threshold: float, drift: Any,

@@ -99,7 +99,9 @@ class Monitor:
         """Merge deliveries and measure, in one write transaction; returns the pass summary.
 
         Summary keys: ``pass_id``, ``monitor``, ``status``, ``deliveries`` (id, status, counts), ``n_new``,
-        ``questions`` ({question: {cumulative: {metric: row}, windows: n, events: [...], n_new, ...}}),
+        ``questions`` ({question: {cumulative: {metric: row}, windows: n, events: [...], learning: [...], n_new,
+        ...}}; ``learning``: the change-detected series whose reference is still too short to promise the detection
+        of small drops, :func:`labelgate.monitor.cusum.learning`),
         ``timing``.
         """
         pass_id = pass_id or str(uuid.uuid4())
@@ -162,7 +164,7 @@ class Monitor:
             cumulative.record(conn, self.name, stream, summary["cumulative"], pass_id)
         timing[f"cumulative[{question.name}]"] = round(time.perf_counter() - t0, 4)
         t0 = time.perf_counter()
-        summary["windows"], summary["events"] = window_pass.measure_windows(
+        summary["windows"], summary["events"], summary["learning"] = window_pass.measure_windows(
             conn, self.cfg, self.name, stream, question.name, thresholds, pass_id
         )
         timing[f"windows[{question.name}]"] = round(time.perf_counter() - t0, 4)

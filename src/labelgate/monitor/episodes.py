@@ -42,15 +42,18 @@ def thresholds(cfg: MonitorConfig, question: Any, irr_trusted: float | None) -> 
 def series_count(cfg: MonitorConfig) -> int:
     """Series the monitor watches, the ``S`` of the false-alarm budget (:mod:`labelgate.monitor.arl`): per question,
     the window metrics under the change detector plus those with a baseline gate."""
+    return sum(len(b) + len(c) for b, c in (question_series(cfg, q) for q in cfg.questions))
+
+
+def question_series(cfg: MonitorConfig, question: Any) -> tuple[list[str], list[str]]:
+    """The window metrics of a question watched by a baseline rule (those with a gate) and by the change
+    detector."""
     drift = cfg.monitor.drift
     metrics = [m for m in cfg.monitor.metrics if m in WINDOW_METRICS]
     baseline = set(drift.baseline_metrics if drift.baseline_metrics is not None else metrics)
-    count = 0
-    for question in cfg.questions:
-        gated = thresholds(cfg, question, 1.0)  # any trusted IRR: only whether a gate exists matters here
-        count += sum(m in drift.change.metrics for m in metrics)
-        count += sum(drift.baseline and m in baseline and gated.get(m) is not None for m in metrics)
-    return count
+    gated = thresholds(cfg, question, 1.0)  # any trusted IRR: only whether a gate exists matters here
+    return ([m for m in metrics if drift.baseline and m in baseline and gated.get(m) is not None],
+            [m for m in metrics if m in drift.change.metrics])
 
 
 def record_event(

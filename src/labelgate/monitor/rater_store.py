@@ -7,13 +7,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import and_, bindparam, delete, insert, select, update
+from sqlalchemy import and_, bindparam, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from labelgate.monitor.judgements import CHUNK
 from labelgate.monitor.raters import RaterDelta, expand_rater
 from labelgate.monitor.state import Meta
-from labelgate.pipeline.tables import keys_table, pairs_table, raters_table
+from labelgate.pipeline.tables import pairs_table, raters_table
 
 
 def load_sums(conn: Connection, sid: int, pool: int, ids: list[str], meta: Meta) -> dict[str, np.ndarray]:
@@ -51,42 +53,32 @@ def add_sums(conn: Connection, sid: int, pool: int, delta: RaterDelta, meta: Met
 
 def add_pairs(conn: Connection, sid: int, pool: int, pairs: pd.DataFrame, min_pair_items: int) -> None:
     """Add the new co-rating ``pairs`` of a pool (``rater_a, rater_b, n, agree``) to the stored tallies; a pair
-    with ``min_pair_items`` shared items or more becomes a collusion candidate."""
+    with ``min_pair_items`` shared items or more becomes a collusion candidate.
+
+    One upsert per pair (``INSERT ... ON CONFLICT DO UPDATE``, SQLite and PostgreSQL): a single primary-key descent
+    finds the stored tally and adds to it, instead of a read and then an update.
+    """
     if pairs.empty:
         return
     p = pairs_table
-    keys = list(zip(pairs["rater_a"], pairs["rater_b"], strict=True))
-    # Join with a temporary key table: SQLite does not use the whole primary key for a row-value IN (...),
-    # and one query per key costs more than the join (one primary-key lookup per key).
-    keys_table.create(conn, checkfirst=True)
-    conn.execute(delete(keys_table))
-    conn.execute(insert(keys_table), [{"a": a, "b": b} for a, b in keys])
-    k = keys_table
-    rows = conn.execute(
-        select(p.c.rater_a, p.c.rater_b, p.c.n, p.c.agree).join_from(
-            k, p, and_(p.c.stream_id == sid, p.c.pool == pool, p.c.rater_a == k.c.a, p.c.rater_b == k.c.b)
-        )
-    ).all()
-    stored: dict[tuple[str, str], tuple[int, int]] = {(ra, rb): (n, ag) for ra, rb, n, ag in rows}
-    conn.execute(delete(keys_table))
-    updates, inserts = [], []
-    for (a, b), n, agree in zip(keys, pairs["n"].astype(int), pairs["agree"].astype(int), strict=True):
-        if (a, b) in stored:
-            n_old, agree_old = stored[(a, b)]
-            updates.append({"b_sid": sid, "b_pool": pool, "b_a": a, "b_b": b, "n": n_old + n,
-                            "agree": agree_old + agree, "candidate": n_old + n >= min_pair_items})
-        else:
-            inserts.append({"stream_id": sid, "pool": pool, "rater_a": a, "rater_b": b, "n": n, "agree": agree,
-                            "candidate": n >= min_pair_items})
-    if updates:
-        key = and_(p.c.stream_id == bindparam("b_sid"), p.c.pool == bindparam("b_pool"),
-                   p.c.rater_a == bindparam("b_a"), p.c.rater_b == bindparam("b_b"))
-        conn.execute(
-            update(p).where(key).values(n=bindparam("n"), agree=bindparam("agree"), candidate=bindparam("candidate")),
-            updates,
-        )
-    if inserts:
-        conn.execute(insert(p), inserts)
+    dialect = conn.dialect.name
+    if dialect not in _UPSERT:
+        raise ValueError(f"the monitor's store needs SQLite or PostgreSQL, not {dialect!r}")
+    statement = _UPSERT[dialect](p)
+    statement = statement.on_conflict_do_update(
+        index_elements=[p.c.stream_id, p.c.pool, p.c.rater_a, p.c.rater_b],
+        set_={"n": p.c.n + statement.excluded.n, "agree": p.c.agree + statement.excluded.agree,
+              "candidate": p.c.n + statement.excluded.n >= min_pair_items},
+    )
+    rows = [{"stream_id": sid, "pool": pool, "rater_a": a, "rater_b": b, "n": n, "agree": agree,
+             "candidate": n >= min_pair_items}
+            for a, b, n, agree in zip(pairs["rater_a"].tolist(), pairs["rater_b"].tolist(),
+                                      pairs["n"].astype(int).tolist(), pairs["agree"].astype(int).tolist(),
+                                      strict=True)]
+    conn.execute(statement, rows)
+
+
+_UPSERT: dict[str, Any] = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 
 def keyed_rater_update(**values: Any) -> Any:

@@ -10,8 +10,8 @@ import pandas as pd
 from sqlalchemy import insert
 from sqlalchemy.engine import Connection
 
+from labelgate.monitor import cusum, episodes, judgements, windows
 from labelgate.monitor import drift as drift_mod
-from labelgate.monitor import episodes, judgements, windows
 from labelgate.monitor.arl import cusum_limit
 from labelgate.monitor.series import series_record, series_row
 from labelgate.monitor.state import Meta
@@ -34,6 +34,7 @@ class _Scope:
     metrics: list[str]
     thresholds: dict[str, float | None]
     pass_id: str
+    series: tuple[list[str], list[str]]  # the metrics under a baseline rule, under the change detector
 
 
 def measure_windows(
@@ -44,20 +45,21 @@ def measure_windows(
     question: str,
     thresholds: dict[str, float | None],
     pass_id: str,
-) -> tuple[int, list[dict[str, Any]]]:
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
     """Measure the windows of ``question`` that closed since the stream's ``closed_until``; run the detectors.
 
     ``thresholds`` are the gate thresholds of each metric (:func:`labelgate.monitor.cumulative.measure`). The
-    stream's ``closed_until`` advances. Returns the number of windows measured and the episode events they opened
-    or closed.
+    stream's ``closed_until`` advances. Returns the number of windows measured, the episode events they opened or
+    closed, and the change-detected series still learning their reference (:func:`labelgate.monitor.cusum.learning`).
     """
     window, r = cfg.monitor.window, stream.row
+    metrics: list[str] = [m for m in cfg.monitor.metrics if m in windows.WINDOW_METRICS]
+    scope = _Scope(cfg, monitor, question, stream.meta, metrics, thresholds, pass_id,
+                   episodes.question_series(cfg, next(q for q in cfg.questions if q.name == question)))
+    detectors = episodes.load_detectors(conn, monitor, question, metrics)
     start, stop = windows.to_close(window, r["closed_until"], r["first_ts"], r["watermark"], r["n_seq"])
     if stop <= start:
-        return 0, []
-    metrics: list[str] = [m for m in cfg.monitor.metrics if m in windows.WINDOW_METRICS]
-    scope = _Scope(cfg, monitor, question, stream.meta, metrics, thresholds, pass_id)
-    detectors = episodes.load_detectors(conn, monitor, question, metrics)
+        return 0, [], _learning(scope, detectors)
     measured, events = 0, []
     for batch in range(start, stop, _WINDOW_BATCH):
         crowd = judgements.load_windows(conn, window, r["stream_id"], batch, min(stop, batch + _WINDOW_BATCH))
@@ -71,7 +73,12 @@ def measure_windows(
             measured += 1
     r["closed_until"] = stop
     episodes.save_detectors(conn, monitor, question, detectors)
-    return measured, events
+    return measured, events, _learning(scope, detectors)
+
+
+def _learning(scope: _Scope, detectors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    found = (cusum.learning(cusum.upgrade(detectors[m]["change"]), m) for m in scope.series[1])
+    return [one for one in found if one is not None]
 
 
 def _measure_window(
@@ -91,9 +98,10 @@ def _measure_window(
     start, end = windows.bounds(cfg.monitor.window, index, crowd["ts"].to_numpy())
     records, events = [], []
     drift = cfg.monitor.drift
-    change_metrics = set(drift.change.metrics)
+    level = cfg.interval.ci or 0.95
     limit = cusum_limit(drift.change, episodes.series_count(cfg))  # the monitor's budget over all its series
-    baseline_metrics = set(drift.baseline_metrics if drift.baseline_metrics is not None else scope.metrics)
+    gated, changed = scope.series
+    change_h = drift_mod.change_limit(detectors, scope.thresholds, gated, changed, drift, level, limit)
     worst: list[str] | None = None
     for metric in scope.metrics:
         row = series_row(question, metric, "window", start, end, numbers[metric], scope.thresholds.get(metric))
@@ -102,11 +110,12 @@ def _measure_window(
             detectors[metric],
             {**row, "window_index": index, "window_start": start, "window_end": end},
             threshold=row["threshold"],
-            baseline=drift.baseline and metric in baseline_metrics,
-            change=metric in change_metrics,
+            baseline=metric in gated,
+            change=metric in changed,
             drift=drift,
-            level=cfg.interval.ci or 0.95,
+            level=level,
             h=limit,
+            change_h=change_h,
         )
         for event in found:
             if event.transition == "open" and worst is None:

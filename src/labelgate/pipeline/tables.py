@@ -255,12 +255,3 @@ passes_table = Table(
     Index("ix_labelgate_monitor_passes_monitor", "monitor", "started_at"),
 )
 
-
-# A per-connection scratch table of pair keys (joined to the pairs table by primary key; never migrated).
-keys_table = Table(
-    "labelgate_monitor_pair_keys",
-    MetaData(),
-    Column("a", String(200), nullable=False),
-    Column("b", String(200), nullable=False),
-    prefixes=["TEMPORARY"],
-)

@@ -22,6 +22,7 @@ Policy (``validation`` in the config): with ``on_invalid: reject`` any invalid r
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+if int(pd.__version__.split(".")[0]) >= 3:
+    # pandera tries `import pyspark.pandas` whenever pyspark is installed (the spark extra); under pandas 3 that import
+    # fails, but only after loading pyspark (~0.07 s of every gate's start, docs/benchmarks.md). Marking it absent
+    # makes the failing import fail at once; nothing else changes, since it cannot be imported with pandas 3.
+    sys.modules.setdefault("pyspark.pandas", None)  # type: ignore[arg-type]
+
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
@@ -303,6 +311,43 @@ def _label_column(question: Question, categories: Sequence[Any] | None, *, nulla
     if question.level == "ratio":
         checks.append(pa.Check(lambda s: ~(_to_float(s) < 0), name="non_negative"))
     return pa.Column(None, nullable=nullable, checks=checks)
+
+
+def label_checks(question: Question, categories: Sequence[Any] | None,
+                 labels: Sequence[Any]) -> tuple[list[Any], list[list[str]]]:
+    """The rules of the label column applied to distinct labels: each one's canonical value and failed checks.
+
+    For sources validated where they live (:mod:`labelgate.pipeline.sources.sql_batch`): the database returns each
+    distinct label once, and the rows holding a failing one are counted and quarantined there. The checks are
+    those of :func:`build_schema`'s label column (``category``, ``too_long``, ``numeric``, ``finite``,
+    ``non_negative``); the canonical value is the matching category (nominal / ordinal) or the number
+    (interval / ratio).
+    """
+    values = pd.Series(list(labels), dtype=object)
+    numeric = question.level in NUMERIC_LEVELS
+    canonical = values if numeric or categories is None else _canonical(values, categories)
+    schema = pa.DataFrameSchema({"label": _label_column(question, categories, nullable=True)})
+    cases = _failures(schema, pd.DataFrame({"label": canonical}), {})
+    failed: list[list[str]] = [[] for _ in range(len(values))]
+    for row in cases.itertuples(index=False):
+        failed[int(row.index)].append(str(row.check).split("(")[0])
+    final = _to_float(values) if numeric else canonical
+    return [_plain(v) for v in final], failed
+
+
+def explain_failure(column: str, check: str, value: Any, question: str | None, config: GateConfig,
+                    categories: Mapping[str, Sequence[Any] | None], pool: str | None) -> str:
+    """The quarantine text of one failed check (``"<column>: <check>: <explanation>"``), as the row path words it."""
+    levels = {q.name: q.level for q in config.questions}
+    pools = [config.pools.crowd, config.pools.trusted]
+    expected = f"the expected pool {pool!r}" if pool is not None else f"one of the configured pools {pools}"
+    return _explain(column, check, _plain(value), question, levels, categories, expected, "")
+
+
+def policy(n_rows: int, n_invalid: int, counts: Mapping[str, int], config: GateConfig,
+           table: str) -> tuple[bool, str]:
+    """Whether the gate may go on with a table's valid rows under ``validation``, and why (one sentence)."""
+    return _policy(n_rows, n_invalid, counts, config, table)
 
 
 def _short_enough(values: pd.Series) -> pd.Series:

@@ -49,7 +49,7 @@ Modules (each imports only the ones above it; this package re-exports their publ
 * ``batch`` — :func:`rater_diagnostics` of a whole batch and :func:`design_summary`.
 """
 
-from labelgate.metrics.diagnostics.batch import design_summary, rater_diagnostics
+from labelgate.metrics.diagnostics.batch import design_summary, diagnostics_from_sums, rater_diagnostics
 from labelgate.metrics.diagnostics.blocks import Kind, block_width, distance_kind, kappa_finalize, rater_item_rows
 from labelgate.metrics.diagnostics.intervals import delta_interval, wilson_interval
 from labelgate.metrics.diagnostics.judging import (
@@ -66,7 +66,7 @@ from labelgate.metrics.diagnostics.rows import (
     rater_rows_from_sums,
     too_few_text,
 )
-from labelgate.metrics.diagnostics.sums import RaterSums, grouped_sums, rater_sums
+from labelgate.metrics.diagnostics.sums import RaterSums, context_sums, grouped_sums, judgement_sums, rater_sums
 
 __all__ = [
     "Kind",
@@ -77,14 +77,17 @@ __all__ = [
     "block_width",
     "co_rating_pairs",
     "collusion_partners",
+    "context_sums",
     "delta_interval",
     "design_summary",
+    "diagnostics_from_sums",
     "distance_kind",
     "evaluate_pairs",
     "grouped_sums",
     "items_needed",
     "judge_rows",
     "judgement_summary",
+    "judgement_sums",
     "kappa_finalize",
     "power",
     "rater_diagnostics",

@@ -55,6 +55,10 @@ class _Strict(BaseModel):
     model_config = STRICT
 
 
+#: The settings a SQL source's ``session`` may give its validating transaction (memory, parallelism, a time limit).
+SESSION_SETTINGS = ("work_mem", "hash_mem_multiplier", "max_parallel_workers_per_gather", "statement_timeout", "jit")
+
+
 class Source(_Strict):
     """Where a table comes from: a CSV/Parquet path, a SQL query on a database named by an env var, or a Label Studio
     project (``format: label_studio``: an export file or project URL in ``path``, or the server URL in ``url_env``
@@ -71,9 +75,18 @@ class Source(_Strict):
         default=None, description="Row selection: column -> value or list of values (compared as text).")
     params: dict[str, SelectValue] | None = Field(
         default=None, description="Values bound to the query's :name placeholders (never spliced into the SQL).")
+    aggregate: bool = Field(
+        default=False, description="format 'sql': validate and compute the statistics in the database; only "
+        "aggregates, failing rows and coded judgements reach the client (docs/validation.md).")
+    session: dict[str, StrictStr | StrictInt] | None = Field(
+        default=None, description="format 'sql' with aggregate: PostgreSQL settings of the validating transaction "
+        "only (set_config(..., is_local)), e.g. {work_mem: 256MB}; the server's configuration is not changed. "
+        f"Names: {', '.join(SESSION_SETTINGS)} (docs/validation.md).")
     # Label Studio (format: label_studio); the server's token stays in the environment like a database URL.
     project: int | None = Field(default=None, description="Label Studio project id (with url_env).")
-    control: str | None = Field(default=None, description="Label Studio control name (the results' from_name).")
+    control: str | list[str] | None = Field(
+        default=None, description="Label Studio control name (the results' from_name), or a list of them: one "
+        "question per control, each read by the question whose label_column names it.")
     trusted: Literal["ground_truth"] | list[SelectValue] = Field(
         default="ground_truth", description="Label Studio trusted pool: ground-truth annotations, or annotator ids "
         "or e-mails.")
@@ -108,9 +121,22 @@ class Source(_Strict):
         if self.format == "sql" and not (self.query and self.url_env):
             raise ValueError("format 'sql' needs both 'query' and 'url_env' (the environment variable that holds "
                              "the database URL)")
+        if self.aggregate and self.format != "sql":
+            raise ValueError("'aggregate' computes a SQL source's statistics in its database: it needs format 'sql'")
+        if self.session is not None:
+            if not self.aggregate:
+                raise ValueError("'session' sets the database's settings for the aggregate queries: it needs "
+                                 "'aggregate: true'")
+            for name, value in self.session.items():
+                if name not in SESSION_SETTINGS or len(str(value)) > 64:
+                    raise ValueError(f"'session' sets one of {list(SESSION_SETTINGS)} to a value of at most 64 "
+                                     f"characters; got {name!r}: {str(value)[:80]!r}")
         if self.format == "label_studio" and not self.control:
             raise ValueError("format 'label_studio' needs 'control' (the name of the labeling config's Choices / "
-                             "Rating / Number / Taxonomy control to gate)")
+                             "Rating / Number / Taxonomy control to gate, or a list of them)")
+        if isinstance(self.control, list) and (len(set(self.control)) != len(self.control) or len(self.control) > 100
+                                               or not all(c.strip() for c in self.control)):
+            raise ValueError(f"'control' lists 1 to 100 distinct non-empty control names; got {self.control}")
         after, before = (t if t is None or t.tzinfo else t.replace(tzinfo=UTC)  # naive times are UTC
                          for t in (self.annotated_after, self.annotated_before))
         if after is not None and before is not None and after >= before:

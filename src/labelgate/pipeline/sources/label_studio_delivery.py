@@ -1,21 +1,25 @@
 """A Label Studio project as the monitor's source: each pass restates the tasks that changed.
 
 Label Studio lists what changed, not what was deleted. A task's ``updated_at`` moves whenever an annotation on it is
-created, updated (a new label, turned cancelled, marked or unmarked ground truth) or deleted one by one (the API's
-``DELETE /api/annotations/{id}``, the labelling interface), so a pass reads the tasks with ``updated_at >=`` the
-watermark, each with all its annotations as they are now, and hands them to the monitor as a
+created, updated (a new label, turned cancelled, marked or unmarked ground truth) or deleted — one by one (the API's
+``DELETE /api/annotations/{id}``, the labelling interface) or in bulk from the data manager; in Label Studio 1.23.2
+deleting an annotation saves its task. So a pass reads the tasks with ``updated_at >=`` the watermark, each with all its
+annotations as they are now, and hands them to the monitor as a
 :func:`~labelgate.pipeline.sources.deliveries.restatement`: an updated annotation replaces the earlier judgement, a
-deleted or cancelled one removes it. What does not move a task's ``updated_at`` — a task deleted, or annotations
-deleted in bulk from the data manager — is found by :meth:`ProjectReader.vanished`: the project's annotated tasks and
-their annotators, compared with the raters the monitor holds for each task; a task whose stored raters are not all
-among its annotators any more (or that is gone) is restated. A webhook receiver can name tasks to restate
-(:class:`Hints`).
+deleted or cancelled one removes it (an annotator's second annotation of a task deleted: the first one counts
+again). What does not move any task's ``updated_at`` — a task deleted — is found by :meth:`ProjectReader.vanished`:
+the project's annotated tasks and their annotators, compared with the raters the monitor holds for each task; a task
+whose stored raters are not all among its annotators any more (or that is gone) is restated. A webhook receiver can
+name tasks to restate (:class:`Hints`).
 
 Judgements: item = task id, rater = annotator id, label = the control's value (one column per control the monitor's
-questions read), pool = the source's ``trusted`` rule; one judgement per (task, annotator, pool): when an annotator
-has several annotations of one task, the most recently updated one counts. The judgement's time is the annotation's
-``updated_at`` (column ``columns.timestamp``, when set). The annotations are read with
-:func:`labelgate.pipeline.sources.label_studio.iter_annotations` (one page of tasks at a time).
+questions read, all controls read in one pass over the tasks), pool = the source's ``trusted`` rule; one judgement per
+(task, annotator, pool): when an annotator has several annotations of one task, the most recently updated one counts.
+The judgement's time is the annotation's ``updated_at`` (column ``columns.timestamp``, when set). The annotations are
+read with :func:`labelgate.pipeline.sources.label_studio.iter_annotations` (one page of tasks at a time). Each
+question is checked against the project's labeling config at every pass (its level one the control supports, stated
+when the control is not nominal; its categories the config's), so a relabelled project config fails the pass with a
+message naming the control instead of feeding the monitor labels it does not know.
 """
 
 from __future__ import annotations
@@ -36,7 +40,10 @@ from labelgate.pipeline.sources.label_studio import (
     LabelStudioClient,
     Selection,
     iter_annotations,
+    parse_control,
 )
+from labelgate.pipeline.sources.label_studio.labeling_config import question_categories
+from labelgate.pipeline.sources.label_studio.reader import QUESTION_COLUMN
 
 #: Tasks listed per request when only their ids, times and annotators are read.
 LIST_PAGE_SIZE = 1000
@@ -81,7 +88,8 @@ class ProjectReader:
     Raises
     ------
     InputError
-        The server URL's variable is unset, a question has no control, or the server fails (401 / 403 / 404, down).
+        The server URL's variable is unset, a question has no control, contradicts the labeling config (level,
+        categories) or names a control the config does not have, or the server fails (401 / 403 / 404, down).
     """
 
     def __init__(self, cfg: MonitorConfig, *, timeout: float = 30.0) -> None:
@@ -107,6 +115,19 @@ class ProjectReader:
         self.what = f"Label Studio project {self.project} at {self.base}"
         self.listed_at: int | None = None
         self._client = LabelStudioClient(self.base, self.token_env, timeout=timeout)
+        try:
+            self._check_questions()
+        except BaseException:
+            self._client.close()
+            raise
+
+    def _check_questions(self) -> None:
+        """Every question against the control it reads in the project's labeling config (read once per pass)."""
+        xml = self._client.project(self.project)["label_config"]
+        for question in self.cfg.questions:
+            spec = parse_control(xml, self.controls[self.cfg.label_column(question)], self.what)
+            question_categories(spec, question.level, question.categories, question.name, self.what,
+                                stated="level" in question.model_fields_set)
 
     def __enter__(self) -> ProjectReader:
         return self
@@ -141,8 +162,8 @@ class ProjectReader:
 
         A task is restated when one of its stored raters is no longer among its annotators (``annotators`` of the
         data manager: every annotation's ``completed_by``, cancelled ones included), or when it no longer has any
-        annotation or no longer exists. Not seen: an annotator's second annotation of one task deleted in bulk while
-        the other stays (the stored judgement is then the latest one until the task changes again).
+        annotation or no longer exists. (A deleted annotation also moves its task's ``updated_at``, so the
+        incremental reading restates its task even when its annotator keeps another annotation of it.)
         """
         current: dict[str, set[str]] = {}
         annotated = {"conjunction": "and", "items": [{"filter": "filter:tasks:annotators", "operator": "empty",
@@ -177,14 +198,16 @@ class ProjectReader:
         key = [cols.item, cols.rater, cols.pool]
         time_column = cols.timestamp or "updated_at"
         wide: pd.DataFrame | None = None
+        pages = iter_annotations(  # every control in one pass over the tasks
+            self.base, list(dict.fromkeys(self.controls.values())), src.trusted, project=self.project,
+            token_env=self.token_env, columns=cols, page_size=PAGE_SIZE, timeout=self.timeout,
+            selection=Selection(tasks=tuple(tasks)),
+        ) if tasks else iter(())
+        frames = list(pages)
+        every = (pd.concat(frames, ignore_index=True) if frames
+                 else pd.DataFrame(columns=[*key, cols.label, QUESTION_COLUMN, "annotation_id", "updated_at"]))
         for column, control in self.controls.items():
-            pages = iter_annotations(
-                self.base, control, src.trusted, project=self.project, token_env=self.token_env, columns=cols,
-                page_size=PAGE_SIZE, timeout=self.timeout, selection=Selection(tasks=tuple(tasks)),
-            ) if tasks else iter(())
-            frames = list(pages)
-            long = (pd.concat(frames, ignore_index=True) if frames
-                    else pd.DataFrame(columns=[*key, cols.label, "annotation_id", "updated_at"]))
+            long = every.loc[every[QUESTION_COLUMN] == control].drop(columns=[QUESTION_COLUMN])
             long[cols.pool] = long[cols.pool].map({"trusted": pools.trusted, "crowd": pools.crowd})
             order = parse_timestamps(long["updated_at"]).fillna(0).astype("int64")
             number = pd.to_numeric(long["annotation_id"], errors="coerce").fillna(0)

@@ -8,7 +8,8 @@ quote the URL) is not chained into tracebacks or logs. A failing query is report
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
@@ -30,6 +31,21 @@ def read_sql(url_env: str | None, what: str, build: StatementBuilder) -> pd.Data
         The variable is unset, its URL is unusable (bad form, missing driver), the database is unreachable, or
         the statement fails (the message holds the driver's text, never the URL).
     """
+    with connected(url_env, what) as connection:
+        statement, params = build(connection)
+        return pd.read_sql_query(statement, connection, params=dict(params))
+
+
+@contextmanager
+def connected(url_env: str | None, what: str) -> Iterator[Any]:
+    """An open SQLAlchemy connection to the database whose URL is in ``$url_env``; every database fault in the
+    block becomes an :class:`~labelgate.errors.InputError` naming ``what`` and the driver's message (never the URL).
+
+    Raises
+    ------
+    InputError
+        As :func:`read_sql`.
+    """
     from sqlalchemy import create_engine
     from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -45,9 +61,8 @@ def read_sql(url_env: str | None, what: str, build: StatementBuilder) -> pd.Data
                          f"({type(exc).__name__}).", Reason.UNREADABLE_INPUT, env=name) from None
     try:
         with engine.connect() as connection:
-            statement, params = build(connection)
             try:
-                return pd.read_sql_query(statement, connection, params=dict(params))
+                yield connection
             except (DBAPIError, pd.errors.DatabaseError) as exc:
                 # pandas wraps the DBAPI error; its `orig` is the driver's message (no URL)
                 cause = exc if isinstance(exc, DBAPIError) else exc.__cause__

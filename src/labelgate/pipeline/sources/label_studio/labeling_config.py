@@ -169,7 +169,7 @@ def _taxonomy_paths(node: ET.Element, prefix: tuple[str, ...]) -> Iterator[tuple
 
 
 def question_categories(spec: Control, level: str, categories: Sequence[Any] | None, question: str,
-                        project: str = "the project") -> tuple[Any, ...] | None:
+                        project: str = "the project", *, stated: bool = True) -> tuple[Any, ...] | None:
     """The categories a gate's question over ``spec`` uses: the labeling config's, checked against the question's.
 
     Parameters
@@ -183,6 +183,10 @@ def question_categories(spec: Control, level: str, categories: Sequence[Any] | N
     question : str
         The question's name (for the messages).
     project : str
+    stated : bool, default True
+        Whether the configuration states the question's level. A question that does not (its level is the default,
+        nominal) over a control whose level is not nominal (a ``Rating``, a ``Number``) is refused: gating a rating
+        scale as unordered categories would be a silent change of the question.
 
     Returns
     -------
@@ -193,8 +197,8 @@ def question_categories(spec: Control, level: str, categories: Sequence[Any] | N
     Raises
     ------
     InputError
-        The level is not one the control supports, or the listed categories are not the labeling config's (an
-        ordinal question's order must be the config's too).
+        The level is not one the control supports, or is not stated for a control that is not nominal, or the listed
+        categories are not the labeling config's (an ordinal question's order must be the config's too).
 
     Examples
     --------
@@ -208,6 +212,11 @@ def question_categories(spec: Control, level: str, categories: Sequence[Any] | N
 has [1, 2, 3] in its labeling config (the order of an ordinal question is the config's).
     """
     allowed = ALLOWED_LEVELS[spec.type]
+    if not stated and level != spec.level:
+        raise InputError(f"Question {question!r} states no level, but control {spec.name!r} of {project} is a "
+                         f"{spec.type}, {spec.level} in its labeling config: set the question's level "
+                         f"({' or '.join(allowed)}).", Reason.MISSING_SETTING, project=project, control=spec.name,
+                         question=question)
     if level not in allowed:
         raise InputError(f"Question {question!r} is {level}, but control {spec.name!r} of {project} is a {spec.type} "
                          f"(a question over it is {' or '.join(allowed)}).", Reason.INVALID_PARAMETER,

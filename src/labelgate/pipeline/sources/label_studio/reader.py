@@ -1,10 +1,11 @@
 """Label Studio annotations as LabelGate's long table: a project on a server, or a JSON export file.
 
 One LabelGate question is one control of the project's labeling config, chosen by its ``name`` (the ``from_name`` of
-the annotations' results; :mod:`.labeling_config` maps it). Annotations become judgements: item = task id, rater =
+the annotations' results; :mod:`.labeling_config` maps it); several controls are read in one pass over the tasks (a
+``question`` column then names each judgement's control). Annotations become judgements: item = task id, rater =
 annotator id (``completed_by``), label = the control's value; the trusted pool is the annotations marked
 ``ground_truth``, or the annotations of a list of annotator ids or e-mails. Cancelled (skipped) annotations, drafts,
-and annotations that do not answer the control are left out and counted in ``df.attrs["label_studio"]``.
+and annotations that do not answer a control are left out and counted in ``df.attrs["label_studio"]``.
 
 A :class:`Selection` narrows what is read: some tasks (ids), a data manager view, or a time range of the
 annotations' ``updated_at`` (or ``created_at``). Tasks are fetched page by page and each page is turned into rows
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
 
 import pandas as pd
 
@@ -35,6 +35,7 @@ from labelgate.pipeline.sources.label_studio.labeling_config import (
     control_names,
     parse_control,
 )
+from labelgate.pipeline.sources.label_studio.selection import Selection, as_time, selection_of_url
 
 if TYPE_CHECKING:
     from labelgate.pipeline.config import Columns
@@ -43,112 +44,12 @@ if TYPE_CHECKING:
 GROUND_TRUTH = "ground_truth"
 #: The columns after the four of the long table.
 EXTRA_COLUMNS = ("annotation_id", "updated_at")
+#: The column naming each judgement's control when several are read.
+QUESTION_COLUMN = "question"
+#: Controls read at most in one reading.
+MAX_CONTROLS = 100
 _PROJECT_URL = re.compile(r"^(?P<base>https?://[^/?#]+(?:/[^?#]*?)?)/projects/(?P<id>\d+)(?:/data)?/?"
                           r"(?:\?(?P<query>[^#]*))?(?:#.*)?$")
-_TIME_FIELDS = ("updated_at", "created_at")
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which annotations of a project are read.
-
-    Attributes
-    ----------
-    tasks : tuple of int, optional
-        Only these tasks.
-    view : int, optional
-        Only the tasks of this data manager view (a tab of the project's data manager: its filters).
-    after, before : datetime, optional
-        Only the annotations whose ``time_field`` is in ``[after, before)`` (timezone-aware; naive is UTC).
-    time_field : {"updated_at", "created_at"}
-    trusted_any_time : bool, default False
-        The time range selects the crowd's annotations only, and the trusted annotations of the tasks it selects are
-        read whenever they were made (the gate's batch: new crowd work against the existing trusted pool). Tasks
-        without a crowd annotation in the range are left out.
-    """
-
-    tasks: tuple[int, ...] | None = None
-    view: int | None = None
-    after: datetime | None = None
-    before: datetime | None = None
-    time_field: str = "updated_at"
-    trusted_any_time: bool = False
-
-    def __post_init__(self) -> None:
-        if self.time_field not in _TIME_FIELDS:
-            raise InputError(f"The time field of a Label Studio selection is one of {list(_TIME_FIELDS)}, not "
-                             f"{self.time_field!r}.", Reason.INVALID_PARAMETER, value=self.time_field)
-        if self.after is not None and self.before is not None and self.after >= self.before:
-            raise InputError(f"The Label Studio time range is empty: after {self.after.isoformat()} is not before "
-                             f"{self.before.isoformat()}.", Reason.INVALID_PARAMETER)
-
-    @property
-    def timed(self) -> bool:
-        """Whether a time range is set."""
-        return self.after is not None or self.before is not None
-
-    def in_range(self, annotation: Mapping[str, Any]) -> bool:
-        """Whether the annotation's time is in the range (always, without one)."""
-        if not self.timed:
-            return True
-        stamp = as_time(annotation.get(self.time_field), f"{self.time_field} of annotation {annotation.get('id')}")
-        return (self.after is None or stamp >= self.after) and (self.before is None or stamp < self.before)
-
-    def describe(self) -> str:
-        """The selection in words (for the report's source name)."""
-        parts = [f"tasks {list(self.tasks)[:5]}{'...' if len(self.tasks) > 5 else ''}"] if self.tasks else []
-        parts += [f"view {self.view}"] if self.view is not None else []
-        if self.timed:
-            parts.append(f"{self.time_field} in [{self.after.isoformat() if self.after else '-inf'}, "
-                         f"{self.before.isoformat() if self.before else 'now'})")
-        return ", ".join(parts)
-
-
-def as_time(value: Any, what: str) -> datetime:
-    """A timezone-aware time from an ISO text or a datetime (naive means UTC).
-
-    Examples
-    --------
-    >>> as_time("2026-01-02T03:04:05.123456Z", "x").isoformat()
-    '2026-01-02T03:04:05.123456+00:00'
-    """
-    if isinstance(value, datetime):
-        stamp = value
-    else:
-        try:
-            stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            raise InputError(f"The {what} is {value!r}, not an ISO time.", Reason.INVALID_PARAMETER,
-                             value=str(value)) from None
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
-
-
-def selection_of_url(query: str) -> Selection:
-    """The selection a project URL's query asks for: ``tasks=1,2,3``, ``view=N`` (or the data manager's ``tab=N``),
-    ``annotated_after=ISO``, ``annotated_before=ISO``, ``time_field=created_at``.
-
-    Examples
-    --------
-    >>> selection_of_url("tasks=3,1&annotated_after=2026-01-01T00:00:00Z").describe()
-    'tasks [1, 3], updated_at in [2026-01-01T00:00:00+00:00, now)'
-    """
-    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-    unknown = set(params) - {"tasks", "view", "tab", "annotated_after", "annotated_before", "time_field"}
-    if unknown:
-        raise InputError(f"A Label Studio project URL's query may hold tasks, view (or tab), annotated_after, "
-                         f"annotated_before and time_field; not {sorted(unknown)}.", Reason.INVALID_PARAMETER)
-    try:
-        tasks = tuple(sorted({int(t) for t in params["tasks"].split(",") if t.strip()})) if "tasks" in params else None
-        view = params.get("view") or params.get("tab")
-        view_id = int(view) if view else None
-    except ValueError:
-        raise InputError(f"The tasks and the view of a Label Studio project URL are integers; got {params}.",
-                         Reason.INVALID_PARAMETER) from None
-    return Selection(tasks=tasks, view=view_id,
-                     after=as_time(params["annotated_after"], "annotated_after") if "annotated_after" in params else
-                     None,
-                     before=as_time(params["annotated_before"], "annotated_before") if "annotated_before" in params
-                     else None, time_field=params.get("time_field") or "updated_at")
 
 
 @dataclass
@@ -170,22 +71,46 @@ class _Counts:
 
 @dataclass
 class _Reading:
-    """One reading of a project or export: the control, the pool rule, the selection, the counts."""
+    """One reading of a project or export: the controls, the pool rule, the selection, the counts.
 
-    spec: Control
+    ``several``: the rows carry the control's name (a ``question`` column), as when a list of controls was asked for.
+    """
+
+    specs: list[Control]
     names: frozenset[str]
     trusted: frozenset[str] | None
     what: str
     selection: Selection
+    several: bool = False
     counts: _Counts = field(default_factory=_Counts)
 
 
-def read_label_studio(source: str | Path, control: str, trusted: str | Sequence[Any] = GROUND_TRUTH, *,
+def control_list(control: str | Sequence[str]) -> list[str]:
+    """The controls asked for: one name, or a non-empty list of distinct names.
+
+    Raises
+    ------
+    InputError
+        An empty list, a repeated or empty name, or more than :data:`MAX_CONTROLS` names.
+
+    Examples
+    --------
+    >>> control_list("sentiment"), control_list(["sentiment", "stars"])
+    (['sentiment'], ['sentiment', 'stars'])
+    """
+    names = [control] if isinstance(control, str) else [str(c) for c in control]
+    if not names or len(names) > MAX_CONTROLS or len(set(names)) != len(names) or not all(n.strip() for n in names):
+        raise InputError(f"The Label Studio control is one name or a list of 1 to {MAX_CONTROLS} distinct names; got "
+                         f"{control!r}.", Reason.INVALID_PARAMETER, control=str(control)[:200])
+    return names
+
+
+def read_label_studio(source: str | Path, control: str | Sequence[str], trusted: str | Sequence[Any] = GROUND_TRUTH, *,
                       project: int | None = None, label_config: str | Path | None = None,
                       token_env: str = DEFAULT_TOKEN_ENV, columns: Columns | None = None,
                       page_size: int = PAGE_SIZE, timeout: float = 30.0, selection: Selection | None = None
                       ) -> pd.DataFrame:
-    """The judgements of one control of a Label Studio project, as LabelGate's long table.
+    """The judgements of one or several controls of a Label Studio project, as LabelGate's long table.
 
     Parameters
     ----------
@@ -193,8 +118,9 @@ def read_label_studio(source: str | Path, control: str, trusted: str | Sequence[
         A JSON export file (``Export → JSON`` or ``GET /api/projects/{id}/export?exportType=JSON``), a project URL
         ``http(s)://host:port/projects/<id>`` (its query may select tasks, a view or a time range, see
         :func:`selection_of_url`), or the server's base URL with ``project``.
-    control : str
-        The ``name`` of the control (the results' ``from_name``).
+    control : str or sequence of str
+        The ``name`` of the control (the results' ``from_name``), or a list of them: one question per control, all
+        read in one pass over the tasks, each judgement's control in a ``question`` column.
     trusted : "ground_truth" or sequence, default "ground_truth"
         The trusted pool: the annotations marked ground truth, or those of these annotators (user ids, or e-mails:
         for a server, the e-mails are looked up in ``/api/users``).
@@ -218,11 +144,13 @@ def read_label_studio(source: str | Path, control: str, trusted: str | Sequence[
     -------
     DataFrame
         ``item_id`` (task id), ``rater_id`` (annotator id), ``label`` (the control's value: text for Choices and
-        Taxonomy, an integer for Rating, a number for Number), ``pool`` (``"trusted"`` / ``"crowd"``),
-        ``annotation_id`` and ``updated_at``; ids as text. ``df.attrs["label_studio"]`` holds the source, the
-        control (type, level, categories), the server and project (None for a file) and the counts (``tasks``,
-        ``annotations``, ``judgements``, ``cancelled``, ``drafts``, ``without_answer``, ``outside_selection``,
-        ``trusted``).
+        Taxonomy, an integer for Rating, a number for Number), ``pool`` (``"trusted"`` / ``"crowd"``), with a list of
+        controls ``question`` (the control's name), then ``annotation_id`` and ``updated_at``; ids as text.
+        ``df.attrs["label_studio"]`` holds the source, the control (its name or list of names; ``type``, ``level``
+        and ``categories`` for one control, ``controls``: ``{name: {type, level, categories}}`` always), the server
+        and project (None for a file) and the counts (``tasks``, ``annotations``, ``judgements``, ``cancelled``,
+        ``drafts``, ``without_answer`` — an annotation leaving a control unanswered, counted per control —,
+        ``outside_selection``, ``trusted``).
 
     Raises
     ------
@@ -244,23 +172,24 @@ def read_label_studio(source: str | Path, control: str, trusted: str | Sequence[
     >>> df[["item_id", "rater_id", "label", "pool"]].values.tolist()
     [['1', '1', 'pos', 'trusted'], ['1', '2', 'neg', 'crowd']]
     """
+    several = not isinstance(control, str)
     report: dict[str, Any] = {}
     pages = list(iter_annotations(source, control, trusted, project=project, label_config=label_config,
                                   token_env=token_env, columns=columns, page_size=page_size, timeout=timeout,
                                   selection=selection, report=report))
     names = _names(columns)
-    frame = pd.concat(pages, ignore_index=True) if pages else _frame([], names, report["level"])
+    frame = pd.concat(pages, ignore_index=True) if pages else _frame([], names, report["controls"], several)
     frame.attrs["label_studio"] = report
     return frame
 
 
-def iter_annotations(source: str | Path, control: str, trusted: str | Sequence[Any] = GROUND_TRUTH, *,
+def iter_annotations(source: str | Path, control: str | Sequence[str], trusted: str | Sequence[Any] = GROUND_TRUTH, *,
                      project: int | None = None, label_config: str | Path | None = None,
                      token_env: str = DEFAULT_TOKEN_ENV, columns: Columns | None = None,
                      page_size: int = PAGE_SIZE, timeout: float = 30.0, selection: Selection | None = None,
                      updated_after: datetime | str | None = None, updated_before: datetime | str | None = None,
                      report: dict[str, Any] | None = None) -> Iterator[pd.DataFrame]:
-    """The judgements of one control, one page of tasks at a time (the monitor's incremental reading).
+    """The judgements of one or several controls, one page of tasks at a time (the monitor's incremental reading).
 
     Takes the arguments of :func:`read_label_studio`, and yields one DataFrame per page of tasks (the columns of
     :func:`read_label_studio`'s table; a page without a judgement is skipped), so that a large project is never held
@@ -289,6 +218,7 @@ def iter_annotations(source: str | Path, control: str, trusted: str | Sequence[A
         As :func:`read_label_studio`; raised when the page that holds the fault is read.
     """
     text = str(source)
+    wanted, several = control_list(control), not isinstance(control, str)
     match = _PROJECT_URL.match(text)
     if selection is None:
         selection = selection_of_url(match.group("query") or "") if match else Selection()
@@ -306,8 +236,8 @@ def iter_annotations(source: str | Path, control: str, trusted: str | Sequence[A
         with LabelStudioClient(base, token_env, timeout=timeout) as client:
             what = f"Label Studio project {pid} at {base}"
             xml = config_text(label_config) if label_config is not None else client.project(pid)["label_config"]
-            reading = _Reading(parse_control(xml, control, what), control_names(xml, what),
-                               _trusted_ids(trusted, client), what, selection)
+            reading = _Reading([parse_control(xml, c, what) for c in wanted], control_names(xml, what),
+                               _trusted_ids(trusted, client), what, selection, several)
             pages = client.tasks(pid, page_size, task_ids=selection.tasks, view=selection.view,
                                  filters=_server_filter(selection))
             yield from _frames(pages, reading, names)
@@ -320,15 +250,24 @@ def iter_annotations(source: str | Path, control: str, trusted: str | Sequence[A
                              "text or an .xml file; Label Studio shows it under Settings → Labeling Interface → "
                              "Code).", Reason.MISSING_SETTING, file=str(path), control=control)
         xml = config_text(label_config)
-        reading = _Reading(parse_control(xml, control, what), control_names(xml, what), _trusted_ids(trusted, None),
-                           what, selection)
+        reading = _Reading([parse_control(xml, c, what) for c in wanted], control_names(xml, what),
+                           _trusted_ids(trusted, None), what, selection, several)
         yield from _frames(_export_tasks(path, what, selection), reading, names)
         server = {"server": None, "project": None}
     if report is not None:
-        spec = reading.spec
-        report.update({"source": what, "control": spec.name, "type": spec.type, "level": spec.level,
-                       "categories": spec.categories, **server, "selection": selection.describe() or None,
+        report.update(_described(reading.specs, several))
+        report.update({"source": what, **server, "selection": selection.describe() or None,
                        **reading.counts.report()})
+
+
+def _described(specs: list[Control], several: bool) -> dict[str, Any]:
+    """The controls of a reading, as ``df.attrs["label_studio"]`` holds them."""
+    out: dict[str, Any] = {"controls": {s.name: {"type": s.type, "level": s.level, "categories": s.categories}
+                                        for s in specs}}
+    if several:
+        return {"control": [s.name for s in specs], **out}
+    spec = specs[0]
+    return {"control": spec.name, "type": spec.type, "level": spec.level, "categories": spec.categories, **out}
 
 
 def _server_filter(selection: Selection) -> dict[str, Any] | None:
@@ -348,12 +287,13 @@ def _frames(pages: Iterable[list[dict[str, Any]]], reading: _Reading, names: lis
         for task in page:
             _task_rows(task, reading, rows)
         if rows:
-            yield _frame(rows, names, reading.spec.level)
+            yield _frame(rows, names, {s.name: {"level": s.level} for s in reading.specs}, reading.several)
 
 
-def _frame(rows: list[tuple[Any, ...]], names: list[str], level: str) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=[*names, *EXTRA_COLUMNS])
-    if level == "interval":
+def _frame(rows: list[tuple[Any, ...]], names: list[str], controls: Mapping[str, Mapping[str, Any]],
+           several: bool) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=[*names, *([QUESTION_COLUMN] if several else []), *EXTRA_COLUMNS])
+    if not several and next(iter(controls.values()))["level"] == "interval":  # several: labels of mixed kinds
         frame[names[2]] = pd.to_numeric(frame[names[2]]).astype("float64")
     return frame
 
@@ -403,7 +343,7 @@ def _trusted_ids(trusted: str | Sequence[Any], client: LabelStudioClient | None)
 
 
 def _task_rows(task: Mapping[str, Any], reading: _Reading, rows: list[tuple[Any, ...]]) -> None:
-    counts, spec, selection = reading.counts, reading.spec, reading.selection
+    counts, selection = reading.counts, reading.selection
     counts.tasks += 1
     counts.drafts += len(task.get("drafts") or ())
     found: list[tuple[tuple[Any, ...], bool, Mapping[str, Any]]] = []
@@ -416,14 +356,10 @@ def _task_rows(task: Mapping[str, Any], reading: _Reading, rows: list[tuple[Any,
             if result.get("from_name") not in reading.names:
                 raise InputError(f"Annotation {annotation.get('id')} (task {task.get('id')}) of {reading.what} has a "
                                  f"result of {result.get('from_name')!r}, a control the labeling config does not "
-                                 f"have (reading control {spec.name!r}); is the labeling config the project's?",
+                                 f"have (reading {', '.join(repr(s.name) for s in reading.specs)}); is the "
+                                 "labeling config the project's?",
                                  Reason.MISSING_COLUMN, project=reading.what, control=result.get("from_name"),
                                  annotation=annotation.get("id"), task=task.get("id"))
-        results = [r for r in annotation.get("result") or () if r.get("from_name") == spec.name]
-        if not results:
-            counts.without_answer += 1
-            continue
-        label = _label(results[0], reading, annotation, task)
         user = annotation.get("completed_by")
         rater = str(user.get("id") if isinstance(user, Mapping) else user)
         email = str(user.get("email")) if isinstance(user, Mapping) else None
@@ -431,9 +367,15 @@ def _task_rows(task: Mapping[str, Any], reading: _Reading, rows: list[tuple[Any,
             is_trusted = bool(annotation.get("ground_truth"))
         else:
             is_trusted = rater in reading.trusted or (email is not None and email in reading.trusted)
-        row = (str(task.get("id")), rater, label, "trusted" if is_trusted else "crowd", str(annotation.get("id")),
-               annotation.get("updated_at"))
-        found.append((row, is_trusted, annotation))
+        for spec in reading.specs:
+            results = [r for r in annotation.get("result") or () if r.get("from_name") == spec.name]
+            if not results:
+                counts.without_answer += 1
+                continue
+            label = _label(results[0], spec, reading.what, annotation, task)
+            row = (str(task.get("id")), rater, label, "trusted" if is_trusted else "crowd",
+                   *((spec.name,) if reading.several else ()), str(annotation.get("id")), annotation.get("updated_at"))
+            found.append((row, is_trusted, annotation))
     if selection.timed:
         kept = [(row, t, a) for row, t, a in found if (t and selection.trusted_any_time) or selection.in_range(a)]
         if selection.trusted_any_time and not any(not t for _, t, _ in kept):
@@ -446,12 +388,10 @@ def _task_rows(task: Mapping[str, Any], reading: _Reading, rows: list[tuple[Any,
         rows.append(row)
 
 
-def _label(result: Mapping[str, Any], reading: _Reading, annotation: Mapping[str, Any],
+def _label(result: Mapping[str, Any], spec: Control, what: str, annotation: Mapping[str, Any],
            task: Mapping[str, Any]) -> Any:
-    spec = reading.spec
-    where = f"annotation {annotation.get('id')} (task {task.get('id')}) of {reading.what}, control {spec.name!r}"
-    context = {"annotation": annotation.get("id"), "task": task.get("id"), "control": spec.name,
-               "project": reading.what}
+    where = f"annotation {annotation.get('id')} (task {task.get('id')}) of {what}, control {spec.name!r}"
+    context = {"annotation": annotation.get("id"), "task": task.get("id"), "control": spec.name, "project": what}
     value = (result.get("value") or {}).get(VALUE_KEYS[spec.type])
     if spec.type in ("Choices", "Taxonomy"):
         if not isinstance(value, list) or len(value) != 1:

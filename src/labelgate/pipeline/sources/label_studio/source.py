@@ -6,15 +6,24 @@ the same tasks whenever they were made. A project URL given as the batch (``labe
 ``path`` of a ``labelgate.batch.ready`` event) may carry the same selection in its query
 (``.../projects/7?tasks=1,2,3``); it then replaces the configuration's.
 
-The gate's questions read the control: their categories come from the labeling config (the configuration may list
-them, and must list the config's), their level is one the control supports (:func:`gate_categories`).
+The gate's questions read the controls: ``control: sentiment`` is read into the label column (``columns.label``), and
+``control: [sentiment, stars]`` into one column per control, named after it, so that each question names its control
+in ``label_column`` (the monitor's rule too) and one gate run decides every question. A question's categories come
+from the labeling config (the configuration may list them, and must list the config's), its level is one the control
+supports, and a question that states no level takes the control's (:func:`gate_categories`).
+
+The batch's id, when the command line gives none (``labelgate gate --config ls.yaml``), is derived from what selects
+it (:func:`batch_id_of`): the same selection always keys the same audit-log entry.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from dataclasses import replace
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -24,10 +33,11 @@ import pandas as pd
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.sources.label_studio.client import DEFAULT_TOKEN_ENV
 from labelgate.pipeline.sources.label_studio.labeling_config import Control, question_categories
-from labelgate.pipeline.sources.label_studio.reader import Selection, as_time, read_label_studio, selection_of_url
+from labelgate.pipeline.sources.label_studio.reader import EXTRA_COLUMNS, QUESTION_COLUMN, read_label_studio
+from labelgate.pipeline.sources.label_studio.selection import Selection, as_time, selection_of_url
 
 if TYPE_CHECKING:
-    from labelgate.pipeline.config import Columns, GateConfig, Source
+    from labelgate.pipeline.config import Columns, GateConfig, Question, Source
 
 
 def source_selection(source: Source, given: str | None = None) -> Selection:
@@ -72,20 +82,119 @@ def load_label_studio(source: Source, path: str | Path | None, columns: Columns 
                              f"{source.url_env!r} is {'set' if base else 'unset'}, project is {source.project!r}.",
                              Reason.MISSING_SETTING, table=role, env=source.url_env)
         given = f"{base.rstrip('/')}/projects/{source.project}"
-    return read_label_studio(given, source.control or "", source.trusted, project=source.project,
-                             label_config=source.label_config, token_env=source.token_env or DEFAULT_TOKEN_ENV,
-                             columns=columns, selection=source_selection(source, str(given)))
+    table = read_label_studio(given, source.control or "", source.trusted, project=source.project,
+                              label_config=source.label_config, token_env=source.token_env or DEFAULT_TOKEN_ENV,
+                              columns=columns, selection=source_selection(source, str(given)))
+    return wide(table, source.control, columns) if isinstance(source.control, list) else table
+
+
+def wide(table: pd.DataFrame, controls: list[str], columns: Columns | None = None) -> pd.DataFrame:
+    """The long table of several controls as one row per annotation and one label column per control (named after
+    it; empty where the annotation leaves the control unanswered); ``attrs`` are kept.
+
+    Raises
+    ------
+    InputError
+        A control is named like one of the table's other columns.
+
+    Examples
+    --------
+    >>> long = pd.DataFrame({"item_id": ["1", "1"], "rater_id": ["2", "2"], "label": ["pos", 4],
+    ...                      "pool": ["crowd"] * 2, "question": ["sentiment", "stars"],
+    ...                      "annotation_id": ["9", "9"], "updated_at": ["t", "t"]})
+    >>> wide(long, ["sentiment", "stars", "score"]).values.tolist()
+    [['1', '2', 'crowd', '9', 't', 'pos', 4, nan]]
+    """
+    names = ["item_id", "rater_id", "label", "pool"] if columns is None else \
+        [columns.item, columns.rater, columns.label, columns.pool]
+    key = [names[0], names[1], names[3], *EXTRA_COLUMNS]
+    clash = sorted(set(controls) & set(key))
+    if clash:
+        raise InputError(f"The Label Studio controls {clash} are named like the table's columns {key}; rename the "
+                         "table's columns (config 'columns').", Reason.INVALID_PARAMETER, control=clash[0])
+    labels = table.pivot(index="annotation_id", columns=QUESTION_COLUMN, values=names[2])
+    rows = table.drop(columns=[names[2], QUESTION_COLUMN]).drop_duplicates("annotation_id")
+    out = rows.set_index("annotation_id").join(labels.reindex(columns=list(controls)).astype(object)).reset_index()
+    out = out[[*key, *controls]]
+    out.columns.name = None
+    out.attrs = dict(table.attrs)
+    return out
+
+
+def batch_id_of(source: Source) -> str:
+    """The id of the batch a ``label_studio`` source selects, derived from what selects it (its project or export,
+    controls, tasks, view, time range and trusted pool): the same selection always gets the same id.
+
+    ``ls-<project>`` (or the export's stem) for the whole project, then ``-tasks-<first>-<last>-<n>``, ``-view-<id>``,
+    ``-<time field>-<after>-<before>``, and a digest of the whole selection (so that two task lists with the same
+    ends differ). The digest names the server by its URL (scheme and host in lower case, no trailing slash; for a
+    configuration, the value of ``url_env``, not the variable's name), an export by its path as given, and the tasks
+    sorted, so a project URL and a configuration that select the same tasks of the same server get one id, and the
+    webhook receiver's ``labelgate.batch.ready`` events carry that id too.
+
+    Examples
+    --------
+    >>> from labelgate.pipeline.config import Source
+    >>> batch_id_of(Source(format="label_studio", control="s", url_env="LS", project=5, tasks=[7, 3, 9]))
+    'ls-5-tasks-3-9-3-3fb44d0bd0'
+    >>> same = [batch_id_of(Source(format="label_studio", control="s", path=url))
+    ...         for url in ("http://LS:8080/projects/5/?tasks=9,3,7", "http://ls:8080/projects/5?tasks=3,7,9")]
+    >>> same[0] == same[1]
+    True
+    >>> batch_id_of(Source(format="label_studio", control="s", url_env="LS", project=5, view=2,
+    ...                    annotated_after="2026-11-24T00:00:00Z"))
+    'ls-5-view-2-updated_at-20261124T000000Z-now-441c04829e'
+    """
+    given = project_url(source.path)
+    match = re.search(r"/projects/(\d+)", given or "")
+    export: str | None = None
+    if given and match:  # a project URL: its server and project (the selection in its query is read below)
+        server, project = given[:match.start()], int(match.group(1))
+    elif source.path:  # an export file: named by its path as given (two folders' exports are two batches)
+        server, project, export = None, None, Path(source.path).as_posix()
+    else:  # the server in the environment: the batch is named by the server, not by the variable's name
+        server, project = os.environ.get(source.url_env or "", "").strip() or None, source.project
+    where = (f"ls-{project}" if export is None else
+             "ls-" + re.sub(r"[^A-Za-z0-9_-]+", "_", Path(export).name.split(".")[0])[:40])
+    chosen = source_selection(source, given)
+    tasks = sorted(set(chosen.tasks or ()))  # the same tasks in any order are the same batch
+    parts = [where]
+    if tasks:
+        parts.append(f"tasks-{tasks[0]}-{tasks[-1]}-{len(tasks)}")
+    if chosen.view is not None:
+        parts.append(f"view-{chosen.view}")
+    if chosen.timed:
+        stamp = [t.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ") if t else edge
+                 for t, edge in ((chosen.after, "start"), (chosen.before, "now"))]
+        parts.append(f"{chosen.time_field}-{stamp[0]}-{stamp[1]}")
+    what = {"server": _normal_server(server), "project": project, "export": export, "control": source.control,
+            "trusted": source.trusted, "tasks": tasks, "view": chosen.view, "time_field": chosen.time_field,
+            "after": chosen.after.astimezone(UTC).isoformat() if chosen.after else None,
+            "before": chosen.before.astimezone(UTC).isoformat() if chosen.before else None}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return "-".join([*parts, digest])
+
+
+def _normal_server(url: str | None) -> str | None:
+    """A server URL in one spelling: scheme and host in lower case, no trailing slash."""
+    if not url:
+        return None
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
 def gate_categories(config: GateConfig, table: pd.DataFrame) -> dict[str, Any] | None:
     """The categories of the gate's questions over a Label Studio table: the labeling config's, in its order.
+
+    Each question reads the control its label column names: with one ``control``, the label column
+    (``columns.label``); with a list, the column named after the control (``label_column: <control>``).
 
     Parameters
     ----------
     config : GateConfig
         A configuration whose batch source is ``format: label_studio``.
     table : DataFrame
-        The table read from it (its ``attrs["label_studio"]`` names the control, its type and its categories).
+        The table read from it (its ``attrs["label_studio"]`` names the controls, their types and categories).
 
     Returns
     -------
@@ -96,11 +205,65 @@ def gate_categories(config: GateConfig, table: pd.DataFrame) -> dict[str, Any] |
     Raises
     ------
     InputError
-        A question's level is not one the control supports, or its listed categories are not the config's.
+        A question reads no control of the source (the message lists them), its level is not one the control
+        supports or is not stated for a control that is not nominal, or its listed categories are not the config's.
     """
     info = table.attrs.get("label_studio")
     if not info:
         return None
-    spec = Control(info["control"], info["type"], info["level"], info["categories"])
-    return {q.name: question_categories(spec, q.level, q.categories, q.name, info["source"])
-            for q in config.questions}
+    specs = {name: Control(name, c["type"], c["level"], c["categories"]) for name, c in info["controls"].items()}
+    several = isinstance(info["control"], list)
+    out: dict[str, Any] = {}
+    for q in config.questions:
+        spec = question_control(specs, q, config.label_column(q), None if several else config.columns.label,
+                                info["source"])
+        out[q.name] = question_categories(spec, q.level, q.categories, q.name, info["source"],
+                                          stated="level" in q.model_fields_set)
+    return out
+
+
+def with_control_levels(config: GateConfig, table: pd.DataFrame) -> GateConfig:
+    """The configuration with each question that states no level given its control's level (labeling config).
+
+    A ``Rating`` is ordinal, a ``Number`` interval, a ``Choices`` / ``Taxonomy`` nominal (:data:`LEVELS`). The run's
+    configuration, and so the digest that keys its decision, carries the level the question was decided at. A question
+    that states a level keeps it (:func:`gate_categories` checks that the control supports it); a table not read from
+    Label Studio, or a question that reads no control, leaves the configuration as it is (the latter is refused by
+    :func:`gate_categories`, with the controls listed).
+    """
+    info = table.attrs.get("label_studio")
+    if not info:
+        return config
+    specs = {name: Control(name, c["type"], c["level"], c["categories"]) for name, c in info["controls"].items()}
+    single = None if isinstance(info["control"], list) else config.columns.label
+    questions = []
+    for q in config.questions:
+        column = config.label_column(q)
+        spec = next(iter(specs.values())) if single is not None and column == single else specs.get(column)
+        stated = "level" in q.model_fields_set
+        questions.append(q if stated or spec is None else q.model_copy(update={"level": spec.level}))
+    if all(a is b for a, b in zip(questions, config.questions, strict=True)):
+        return config
+    return config.model_copy(update={"questions": questions})
+
+
+def question_control(specs: dict[str, Control], question: Question, column: str, single: str | None,
+                     what: str) -> Control:
+    """The control a question reads: the only one when ``single`` (the label column's name) is given and the question
+    reads that column, else the one named by the question's label column.
+
+    Raises
+    ------
+    InputError
+        No control of ``specs`` is read by the question (the message lists them and says how to map one).
+    """
+    if single is not None and column == single:
+        return next(iter(specs.values()))
+    if single is None and column in specs:
+        return specs[column]
+    listed = sorted(specs)
+    how = (f"list the controls in 'control' ({[*listed, column]}) and name each in its question's label_column"
+           if single is not None else f"set its label_column to one of {listed}")
+    raise InputError(f"Question {question.name!r} reads column {column!r}, but the label_studio source of {what} "
+                     f"reads the control(s) {listed} only: {how}.", Reason.MISSING_COLUMN, project=what,
+                     control=column, question=question.name)

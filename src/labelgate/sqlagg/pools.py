@@ -1,13 +1,17 @@
 """The pools of a batch, whatever engine built them, and the errors of a batch that lacks what a parameter names.
 
-Shared by the pandas providers (:mod:`labelgate.gx._metrics`) and the SQL plan (:mod:`labelgate.gx._sql`), so
-both report the same coverage and word their errors alike.
+Shared by the GX pandas providers (:mod:`labelgate.gx._metrics`), the aggregate plan (:mod:`labelgate.sqlagg.plan`)
+and its backends, so every engine reports the same coverage and words its errors alike.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from labelgate.core.ratings import Ratings
 from labelgate.errors import ParameterError
@@ -63,3 +67,23 @@ def missing_pool(column: str, name: str, value: Any, values: Any) -> ParameterEr
     present = sorted(map(str, values))[:20]
     return ParameterError(f"The {name!r} parameter is {value!r}, but no row of the pool column {column!r} "
                           f"holds that value; pools in the batch: {present}.", parameter=name, value=value)
+
+
+def counts_digest(ratings: Ratings | None) -> str | None:
+    """SHA-256 of a pool's item ids and item x category counts (None for no pool): two reads of a table that agree
+    on it gave every statistic the same input, so a reader can tell that the table did not change between them.
+
+    >>> def pool(labels):
+    ...     return Ratings.from_long({"item_id": ["i", "i", "j"], "rater_id": ["r", "s", "r"], "label": labels},
+    ...                              categories=["x", "y"])
+    >>> counts_digest(pool(["x", "y", "x"])) == counts_digest(pool(["x", "y", "x"])), counts_digest(None)
+    (True, None)
+    >>> counts_digest(pool(["x", "y", "x"])) == counts_digest(pool(["x", "y", "y"]))
+    False
+    """
+    if ratings is None:
+        return None
+    counts = np.ascontiguousarray(ratings.item_counts, dtype=np.int64)
+    digest = hashlib.sha256(json.dumps([repr(i) for i in ratings.item_labels]).encode())
+    digest.update(np.asarray(counts.shape, dtype=np.int64).tobytes() + counts.tobytes())
+    return digest.hexdigest()
