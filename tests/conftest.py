@@ -62,6 +62,19 @@ def prefect_api_healthy(api: str) -> bool:
         return False
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database URL for tests that run on both engines: a fresh SQLite file, or the test PostgreSQL server
+    (``LABELGATE_TEST_POSTGRES_URL``; skipped without it or without the psycopg driver)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tables.db'}"
+    url = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set")
+    pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver")
+    return url
+
+
 #: Loggers whose level, handlers or propagation the command line changes in its own process (``labelgate gate``
 #: silences them, ``labelgate serve`` gives its logger a handler): restored after every test, so a CLI test that
 #: runs in-process never mutes the log another test of the same worker reads.

@@ -8,7 +8,6 @@ repeated judgement is still refused. On SQLite and, with ``LABELGATE_TEST_POSTGR
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
@@ -21,22 +20,14 @@ from labelgate.errors import InputError  # noqa: E402
 from labelgate.sqlagg import aggregate  # noqa: E402
 from labelgate.sqlagg.sql import SqlAlchemyBackend  # noqa: E402
 
-PG_URL = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
 KW = {"item_column": "item_id", "rater_column": "rater_id", "label_column": "label", "pool_column": "pool",
       "question_column": None, "question": None, "crowd_pool": "crowd", "trusted_pool": "gold", "level": "nominal",
       "categories": None, "duplicates": "error"}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'keys.db'}"
-    else:
-        if not PG_URL:
-            pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set")
-        pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver")
-        url = PG_URL
-    made = sa.create_engine(url)
+@pytest.fixture
+def engine(sql_url):
+    made = sa.create_engine(sql_url)
     names: list[str] = []
     yield made, names
     with made.begin() as conn:

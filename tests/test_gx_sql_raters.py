@@ -10,7 +10,6 @@ so that both flags occur; string and integer rater ids; with and without a trust
 from __future__ import annotations
 
 import math
-import os
 import uuid
 from typing import Any
 
@@ -27,7 +26,6 @@ from labelgate.sqlagg import Scope  # noqa: E402
 from labelgate.sqlagg.raters import MAX_CONTEXT_LABELS, rater_evidence  # noqa: E402
 from labelgate.sqlagg.sql import SqlAlchemyBackend  # noqa: E402
 
-PG_URL = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
 JUDGING = {"pool_name": "crowd", "ci": 0.9, "min_agreement": 0.3, "min_shared_items": 5, "fdr": 0.2,
            "min_pair_items": 8}
 
@@ -56,16 +54,9 @@ def panel(seed: int, level: str, integer_raters: bool = False) -> pd.DataFrame:
     return frame
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'raters.db'}"
-    else:
-        if not PG_URL:
-            pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set")
-        pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver")
-        url = PG_URL
-    made = sa.create_engine(url)
+@pytest.fixture
+def engine(sql_url):
+    made = sa.create_engine(sql_url)
     yield made
     made.dispose()
 

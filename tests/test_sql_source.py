@@ -25,7 +25,6 @@ from labelgate.gate import run  # noqa: E402
 from labelgate.pipeline.config import GateConfig  # noqa: E402
 from labelgate.pipeline.sources.sql_batch import load_sql_batch, refusal  # noqa: E402
 
-PG_URL = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
 ENV = "LG_TEST_AGG_DB"
 
 
@@ -55,16 +54,10 @@ def sql_config(tmp_path: Path, query: str = "SELECT * FROM {table}", **extra: An
                                                  **extra}}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request, tmp_path, monkeypatch):
-    """``put(frame) -> table name`` on a fresh database named by :data:`ENV`."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'judgements.db'}"
-    else:
-        if not PG_URL:
-            pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set")
-        pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver")
-        url = PG_URL
+@pytest.fixture
+def database(sql_url, monkeypatch):
+    """``put(frame) -> table name`` on a fresh database (SQLite, then PostgreSQL) named by :data:`ENV`."""
+    url = sql_url
     engine = sa.create_engine(url)
     made: list[str] = []
 

@@ -264,24 +264,9 @@ def compute_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
     return pools_cross_kappa(split_pools(df, kw, need_trusted=True), kw)
 
 
-def compute_normalized_cross_kappa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
-    """:func:`pools_normalized_cross_kappa` of a DataFrame batch."""
-    return pools_normalized_cross_kappa(split_pools(df, kw, need_trusted=True), kw)
-
-
-def compute_irr_comparison(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
-    """:func:`pools_irr_comparison` of a DataFrame batch."""
-    return pools_irr_comparison(split_pools(df, kw, need_trusted=True), kw)
-
-
 def compute_spa(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
     """:func:`pools_spa` of a DataFrame batch."""
     return pools_spa(split_pools(df, kw, need_trusted=False), kw)
-
-
-def compute_icc_gap(df: Any, kw: dict[str, Any]) -> dict[str, Any]:
-    """:func:`pools_icc_gap` of a DataFrame batch."""
-    return pools_icc_gap(split_pools(df, kw, need_trusted=False), kw)
 
 
 def _num(value: Any) -> float | None:

@@ -13,7 +13,6 @@ same CPU time and a longer commit, its checkpoint, for a weaker guarantee; docs/
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,12 +87,6 @@ def transaction(engine: Engine, *, write: bool = False, lock: int | None = None)
             if lock is not None and conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock})
             yield conn
-
-
-def advisory_key(*parts: str) -> int:
-    """A PostgreSQL advisory-lock key (a signed int64) derived from ``parts``."""
-    digest = hashlib.sha256("\0".join(parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def safe_url(url: str) -> str:
