@@ -256,3 +256,8 @@ def test_the_receiver_command_runs_monitor_passes_for_its_project_only(tmp_path:
         webhook_receiver(None, 0.0, None, "LABELGATE_WEBHOOK_SECRET", tmp_path / "drop.yaml")
     with pytest.raises(ValueError, match="give --config .* and / or --monitor"):
         webhook_receiver(None, 0.0, None, "LABELGATE_WEBHOOK_SECRET", None)
+    (tmp_path / "gate.yaml").write_text("batch: {format: label_studio, control: sentiment, url_env: LG_OTHER_LS}\n",
+                                        encoding="utf-8")
+    monkeypatch.setenv("LG_OTHER_LS", "http://127.0.0.1:10")
+    with pytest.raises(ValueError, match="name different Label Studio servers"):
+        webhook_receiver(tmp_path / "gate.yaml", 0.0, None, "LABELGATE_WEBHOOK_SECRET", monitor)
