@@ -18,11 +18,13 @@ the imports (what reading and validating added). Every observed value and interv
 Options of the database (PostgreSQL), printed in the header: ``--unique-key`` gives the table a unique index on
 (item_id, rater_id, pool) — created if missing, dropped without the flag — so the plan skips the duplicate scan
 (``details.sql.duplicates``); ``--work-mem 64MB`` sets ``work_mem`` for both ways' connections through the URL
-(libpq ``options=-c work_mem=...``: the session only, the server's configuration unchanged).
+(libpq ``options=-c work_mem=...``: the session only, the server's configuration unchanged);
+``--parallel-workers N`` sets ``max_parallel_workers_per_gather`` the same way (0: no parallel workers; without the
+flag the server's setting, printed). The load average (1 min) is printed for the start and for each run.
 
 Run: ``python benchmarks/bench_gx_sql.py --url postgresql+psycopg://USER@HOST:PORT/DB [--judgements 10000000]
-[--rounds 3] [--unique-key] [--work-mem 64MB]`` (from the repository root, with the project installed; ``--drop``
-removes the cached table).
+[--rounds 3] [--unique-key] [--work-mem 64MB] [--parallel-workers 2]`` (from the repository root, with the
+project installed; ``--drop`` removes the cached table).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import time
 from pathlib import Path
 
 RUN = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 import great_expectations as gx
 import pandas as pd
 import sqlalchemy as sa
@@ -63,6 +65,7 @@ engine = sa.create_engine(url)
 with engine.connect() as conn:  # connect once before the clock: both ways pay the driver's import alike
     conn.execute(sa.text("SELECT 1"))
 base = rss_mib()
+load = os.getloadavg()[0]
 start = time.perf_counter()
 if way == "sql":
     add = ctx.data_sources.add_sqlite if url.startswith("sqlite") else ctx.data_sources.add_postgres
@@ -85,7 +88,7 @@ for r in res.results:
 fetched = sum(fetches.values())
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"seconds": seconds, "values": values, "rows_fetched": fetched if way == "sql" else len(df),
-                  "peak_mib": peak, "added_mib": peak - base, "duplicates": duplicates}))
+                  "peak_mib": peak, "added_mib": peak - base, "duplicates": duplicates, "load": load}))
 """
 
 
@@ -156,6 +159,17 @@ def key_index(url: str, table: str, wanted: bool) -> None:
     engine.dispose()
 
 
+def server_setting(url: str, name: str) -> str:
+    """A setting of a session opened with ``url`` (its options applied)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        value = str(conn.execute(sa.text(f"SHOW {name}")).scalar())
+    engine.dispose()
+    return value
+
+
 def load_sqlite(url: str, table: str, judgements: int, seed: int) -> None:
     import pandas as pd
     import sqlalchemy as sa
@@ -184,8 +198,11 @@ def main() -> None:
     parser.add_argument("--unique-key", action="store_true", help="PostgreSQL: a unique index on (item_id, "
                         "rater_id, pool), created if missing (dropped without the flag)")
     parser.add_argument("--work-mem", help="PostgreSQL: work_mem of both ways' sessions, e.g. 64MB")
+    parser.add_argument("--parallel-workers", type=int, help="PostgreSQL: max_parallel_workers_per_gather of both "
+                        "ways' sessions (default: the server's)")
     args = parser.parse_args()
     table = table_name(args.judgements, args.seed)
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url or f"sqlite:///{Path(tmp) / 'judgements.db'}"
         if args.drop:
@@ -197,8 +214,11 @@ def main() -> None:
         (load_postgres if args.url else load_sqlite)(url, table, args.judgements, args.seed)
         if args.url:
             key_index(url, table, args.unique_key)
-            if args.work_mem:
-                url += ("&" if "?" in url else "?") + f"options=-c%20work_mem%3D{args.work_mem}"
+            settings = [f"-c%20{name}%3D{value}" for name, value in (("work_mem", args.work_mem), (
+                "max_parallel_workers_per_gather", args.parallel_workers)) if value is not None]
+            if settings:
+                url += ("&" if "?" in url else "?") + "options=" + "%20".join(settings)
+            workers = server_setting(url, "max_parallel_workers_per_gather")
         if args.rounds == 0:  # load (and cache) the table only
             return
         results: dict[str, list[dict]] = {"sql": [], "read_sql": []}
@@ -211,17 +231,20 @@ def main() -> None:
             for got, want in zip(r["values"], reference, strict=True):
                 assert all(abs(a - b) < 1e-9 for a, b in zip(got, want, strict=True)), (got, want)
     options = (f"; duplicate rule: {results['sql'][0]['duplicates']}; work_mem "
-               f"{args.work_mem or 'the server default'}") if args.url else ""
+               f"{args.work_mem or 'the server default'}; max_parallel_workers_per_gather {workers}"
+               ) if args.url else ""
     print(f"# bench_gx_sql: {args.judgements:,} judgements, {url.split(':')[0]}, gate suite (4 expectations, "
-          f"200 resamples), {args.rounds} paired rounds; load average at start {os.getloadavg()[0]:.2f}{options}")
+          f"200 resamples), {args.rounds} paired rounds; load average at start {load:.2f}, at the end "
+          f"{os.getloadavg()[0]:.2f}{options}")
     for way, rs in results.items():
         seconds = [r["seconds"] for r in rs]
         peak = [r["peak_mib"] for r in rs]
         added = [r["added_mib"] for r in rs]
+        loads = " ".join(f"{r['load']:.2f}" for r in rs)
         print(f"{way:>9}: {statistics.median(seconds):7.2f} s ({min(seconds):.2f}-{max(seconds):.2f}), rows fetched "
               f"{rs[0]['rows_fetched']:>11,}, peak RSS {statistics.median(peak):6.0f} MiB "
               f"({min(peak):.0f}-{max(peak):.0f}), above the imports {statistics.median(added):6.0f} MiB "
-              f"({min(added):.0f}-{max(added):.0f})")
+              f"({min(added):.0f}-{max(added):.0f}); load average {loads}")
     med = {w: {k: statistics.median(r[k] for r in results[w]) for k in ("seconds", "peak_mib", "added_mib")}
            for w in results}
     print(f"read_sql + pandas / sql: {med['read_sql']['seconds'] / med['sql']['seconds']:.1f}x time, "

@@ -1,6 +1,7 @@
 """Monitor benchmarks: cost of a pass vs the history merged before it, false alarms on a stationary run, detection delay.
 
     python benchmarks/bench_monitor.py cost --sizes 10000,1000000,10000000 --rounds 9   # pass cost vs history
+    python benchmarks/bench_monitor.py cost --sizes 10000,10000000 --rounds 4 --cycle   # a whole fold cycle a round
     python benchmarks/bench_monitor.py statements --sizes 10000,10000000   # CPU seconds per SQL statement of a pass
     python benchmarks/bench_monitor.py false-alarms --seeds 16 --windows 1000
     python benchmarks/bench_monitor.py delay --seeds 20
@@ -13,8 +14,15 @@ pass merges one window of new judgements: ``--window`` crowd annotations (90 % o
 10 % new ratings of items already merged) plus the trusted ratings of about 10 % of the new items, and closes
 exactly one count window of ``--window`` annotations (4 metrics, 200 bootstrap resamples). Printed per size: median
 and range of the pass's wall and CPU seconds; the ratio of medians to the smallest history, and the per-round
-(paired) ratios. ``false-alarms`` runs the change detector with the default settings on stationary streams
-(:func:`labelgate.monitor.streams.stream`) and counts episodes; ``delay`` measures how many windows after the crowd
+(paired) ratios. With ``--cycle`` a round runs, on one fresh copy of each state, consecutive passes (each in a fresh
+process, the sizes alternating pass by pass) up to and including the first that folds the pending pair tallies into
+the main table: printed per size are the first pass (nothing pending before it: it never folds), the folding pass,
+the mean of the cycle's passes (the amortized cost a pass) and that mean with the first pass standing for every pass
+that does not fold (the cycle's later passes run on a history grown by the earlier ones, which matters at the
+smallest size), each with its ratio to the smallest history, medians and per round. Every pass runs with one BLAS thread, as the ``labelgate`` command sets (``OPENBLAS_NUM_THREADS``; idle OpenBLAS
+worker threads otherwise spin and are counted in the process's CPU time). A cached state written by an older schema
+is copied and the copy migrated (``…-schema<N>``), never rebuilt. ``false-alarms`` runs the change detector with
+the default settings on stationary streams (:func:`labelgate.monitor.streams.stream`) and counts episodes; ``delay`` measures how many windows after the crowd
 noise doubles an episode opens.
 """
 
@@ -32,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the labelgate command sets; before numpy is imported
+
 import numpy as np
 import pandas as pd
 
@@ -40,6 +50,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from bench_core import _machine  # noqa: E402
+from sqlalchemy import func, select  # noqa: E402
 
 from labelgate.monitor import Monitor, monitor_config_from_dict  # noqa: E402
 from labelgate.monitor import drift as D  # noqa: E402, N812
@@ -48,8 +59,9 @@ from labelgate.monitor.state import Meta  # noqa: E402
 from labelgate.monitor.streams import stream  # noqa: E402
 from labelgate.pipeline.config import ChangeDetector, Drift  # noqa: E402
 from labelgate.pipeline.database import make_engine  # noqa: E402
-from labelgate.pipeline.migrations import migrate  # noqa: E402
+from labelgate.pipeline.migrations import SCHEMA_VERSION, migrate, schema_version  # noqa: E402
 from labelgate.pipeline.synth import distinct_draws  # noqa: E402
+from labelgate.pipeline.tables import pair_deltas_table  # noqa: E402
 
 LABELS = np.asarray(["neg", "neu", "pos"], dtype=object)
 HOUR_US = 3_600_000_000
@@ -159,8 +171,24 @@ def cached_state(cache: Path, total: int, chunk: int, window: int, seed: int) ->
     else:
         print(f"building the state of {total:,} judgements ({root})", flush=True)
         meta = build_state(root, total, chunk, window, seed)
-    migrate(make_engine(state_config(root, window)["store"]["url"]))  # a newer schema: once, not per copy
-    return root, meta
+    return migrated(root, window), meta
+
+
+def migrated(root: Path, window: int) -> Path:
+    """The state itself when it has the current schema; else a copy of it migrated by the migrator (made once,
+    ``<state>-schema<N>``; the state built by an older schema is kept as it is)."""
+    if schema_version(make_engine(state_config(root, window)["store"]["url"])) == SCHEMA_VERSION:
+        return root
+    target = root.with_name(f"{root.name}-schema{SCHEMA_VERSION}")
+    if not (target / "meta.json").exists():
+        print(f"migrating a copy of {root.name} to schema {SCHEMA_VERSION} ({target})", flush=True)
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(root, partial)
+        migrate(make_engine(state_config(partial, window)["store"]["url"]))
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    return target
 
 
 def new_delivery(root: Path, meta: dict, window: int, k: int) -> None:
@@ -172,20 +200,31 @@ def new_delivery(root: Path, meta: dict, window: int, k: int) -> None:
     pd.concat([fresh, late], ignore_index=True).to_parquet(root / "drop" / f"new-{k:03d}.parquet", index=False)
 
 
+def copy_state(state: Path, scratch: Path) -> None:
+    """Copy a state folder and flush the copy of its database to disk: the first commit of a pass on the copy must
+    not pay for writing back the copy (at 10⁷ judgements, 1.2 GB of dirty page cache, which its fsync would flush)."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(state, scratch)  # copy2: the drop folder's files keep their times (known, not re-read)
+    with open(scratch / "results.db", "rb") as db:
+        os.fsync(db.fileno())
+
+
 def one_pass(args: argparse.Namespace) -> None:
     """In a fresh process: copy a state, add one window of new judgements, time one pass; prints JSON."""
     state, scratch = Path(args.state), Path(args.scratch)
     meta = json.loads((state / "meta.json").read_text())
-    shutil.rmtree(scratch, ignore_errors=True)
-    shutil.copytree(state, scratch)  # copy2: the drop folder's files keep their times (known, not re-read)
+    if not args.keep:  # a fresh copy of the state; --keep: the scratch copy as the previous pass left it
+        copy_state(state, scratch)
     new_delivery(scratch, meta, meta["window"], args.round)
     monitor = Monitor(monitor_config_from_dict(state_config(scratch, meta["window"])))
     wall, cpu = time.perf_counter(), time.process_time()
     summary = monitor.run_pass(send_alerts=False)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     question = summary["questions"]["label"]
+    with monitor.engine.connect() as conn:
+        pending = conn.execute(select(func.count()).select_from(pair_deltas_table)).scalar()
     print(json.dumps({"wall": wall, "cpu": cpu, "n_new": summary["n_new"], "windows": question["windows"],
-                      "timing": summary["timing"]}))
+                      "pending_pairs": pending, "timing": summary["timing"]}))
 
 
 def statements(args: argparse.Namespace) -> dict:
@@ -197,8 +236,7 @@ def statements(args: argparse.Namespace) -> dict:
     for n in [int(float(x)) for x in args.sizes.split(",")]:
         state, meta = cached_state(cache, n, args.chunk, args.window, seed=1)
         scratch = cache / "scratch" / f"statements-{n}"
-        shutil.rmtree(scratch, ignore_errors=True)
-        shutil.copytree(state, scratch)
+        copy_state(state, scratch)
         new_delivery(scratch, meta, meta["window"], args.round)
         monitor = Monitor(monitor_config_from_dict(state_config(scratch, meta["window"])))
         spent: dict[str, list[float]] = {}
@@ -235,8 +273,11 @@ def cost(args: argparse.Namespace) -> dict:
     cache, scratch = Path(args.cache), Path(args.cache) / "scratch"
     states = {n: cached_state(cache, n, args.chunk, args.window, seed=1) for n in sizes}
     print(f"# bench_monitor cost: one pass of {args.window:,} new crowd annotations (+ trusted), closing one count "
-          f"window of {args.window:,}; SQLite; {args.rounds} rounds, one fresh process per pass; {_machine()}",
+          f"window of {args.window:,}; SQLite; {args.rounds} rounds, one fresh process per pass; OPENBLAS_NUM_THREADS="
+          f"{os.environ['OPENBLAS_NUM_THREADS']}; {_machine()}",
           flush=True)
+    if args.cycle:
+        return _cycles(args, sizes, states, scratch)
     runs: dict[int, list[dict]] = {n: [] for n in sizes}
     for k in range(args.rounds):
         order = sizes[k % len(sizes):] + sizes[: k % len(sizes)]
@@ -272,6 +313,76 @@ def cost(args: argparse.Namespace) -> dict:
             print(line)
             result[f"ratio_{n}_{clock}"] = round(statistics.median(mine) / statistics.median(ref), 3)
     return result
+
+
+def _run_pass(state: Path, scratch: Path, delivery: int, keep: bool) -> dict:
+    """One pass in a fresh process (:func:`one_pass`): its JSON line."""
+    command = [sys.executable, __file__, "one-pass", "--state", str(state), "--scratch", str(scratch), "--round",
+               str(delivery)] + (["--keep"] if keep else [])
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ.copy())
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _cycles(args: argparse.Namespace, sizes: list[int], states: dict, scratch: Path) -> dict:
+    """``cost --cycle``: each round, consecutive passes on a fresh copy of each state until one folds (the sizes
+    alternate pass by pass, the first size rotating between rounds); the first, the folding and the mean pass."""
+    max_passes = 30
+    kinds = ("first", "fold", "cycle", "nominal")
+    measured: dict[int, dict[str, dict[str, list[float]]]] = {
+        n: {kind: {"wall": [], "cpu": []} for kind in kinds} for n in sizes}
+    lengths: dict[int, list[int]] = {n: [] for n in sizes}
+    added: dict[int, list[int]] = {n: [] for n in sizes}
+    for k in range(args.rounds):
+        order = sizes[k % len(sizes):] + sizes[: k % len(sizes)]
+        cycle: dict[int, list[dict]] = {n: [] for n in sizes}
+        for j in range(max_passes):
+            open_sizes = [n for n in order if not cycle[n] or cycle[n][-1]["pending_pairs"] >= _pending_before(cycle[n])]
+            if not open_sizes:
+                break
+            for n in open_sizes:
+                run = _run_pass(states[n][0], scratch / f"cycle-{n}", 100 * k + j, keep=j > 0)
+                run["pending_before"] = cycle[n][-1]["pending_pairs"] if cycle[n] else 0
+                cycle[n].append(run)
+                print(f"  round {k} pass {j} history {n:>12,}: {run['wall']:.3f} s wall, {run['cpu']:.3f} s cpu, "
+                      f"{run['n_new']} new, pending pair tallies {run['pending_before']:,} -> "
+                      f"{run['pending_pairs']:,}", flush=True)
+        else:
+            raise RuntimeError(f"no pass folded in {max_passes} passes")
+        for n in sizes:
+            runs = cycle[n]
+            for clock in ("wall", "cpu"):
+                measured[n]["first"][clock].append(runs[0][clock])
+                measured[n]["fold"][clock].append(runs[-1][clock])
+                measured[n]["cycle"][clock].append(statistics.mean(r[clock] for r in runs))
+                # the cycle with each pass that does not fold costed as the first (on the nominal history)
+                measured[n]["nominal"][clock].append(((len(runs) - 1) * runs[0][clock] + runs[-1][clock]) / len(runs))
+            lengths[n].append(len(runs))
+            added[n].append(sum(r["n_new"] for r in runs[:-1]))
+        shutil.rmtree(scratch, ignore_errors=True)
+    print("cpu s: median (range) of the first pass (no fold), the folding pass, the mean pass of the cycle, and that "
+          "mean with the first pass standing for each pass that does not fold")
+    result: dict = {"rounds": args.rounds, "window": args.window, "cycle": True, "sizes": {}}
+    for n in sizes:
+        print(f"{n:>22,}  " + "  ".join(f"{kind} {_spread(measured[n][kind]['cpu'])}" for kind in kinds)
+              + f"  passes a cycle {sorted(set(lengths[n]))}, judgements merged before the folding pass "
+              f"{min(added[n]):,}–{max(added[n]):,}")
+        result["sizes"][n] = {"measured": measured[n], "passes": lengths[n], "added_before_fold": added[n]}
+    smallest = sizes[0]
+    for n in sizes[1:]:
+        for kind in kinds:
+            for clock in ("wall", "cpu"):
+                mine, ref = measured[n][kind][clock], measured[smallest][kind][clock]
+                paired = [a / b for a, b in zip(mine, ref, strict=True)]
+                print(f"ratio {n:,} / {smallest:,} {kind:>7} ({clock}): medians "
+                      f"{statistics.median(mine) / statistics.median(ref):.2f}, paired {statistics.median(paired):.2f}"
+                      f" ({min(paired):.2f}–{max(paired):.2f})")
+                result[f"ratio_{n}_{kind}_{clock}"] = round(statistics.median(mine) / statistics.median(ref), 3)
+    return result
+
+
+def _pending_before(runs: list[dict]) -> int:
+    """The pending rows before the last of ``runs``: a pass that leaves fewer than it found has folded."""
+    return int(runs[-1]["pending_before"])
 
 
 # ------------------------------------------------------------------------------------------------- drift
@@ -358,6 +469,8 @@ def main() -> None:
     c.add_argument("--window", type=int, default=10_000)
     c.add_argument("--chunk", type=int, default=500_000)
     c.add_argument("--rounds", type=int, default=9)
+    c.add_argument("--cycle", action="store_true",
+                   help="a round: consecutive passes on one copy of each state up to the first that folds")
     c.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "labelgate-bench-monitor"))
     t = sub.add_parser("statements", help="one pass per state with the CPU time of every SQL statement")
     t.add_argument("--sizes", default="10000,10000000")
@@ -370,6 +483,7 @@ def main() -> None:
     o.add_argument("--state", required=True)
     o.add_argument("--scratch", required=True)
     o.add_argument("--round", type=int, required=True)
+    o.add_argument("--keep", action="store_true", help="run on the scratch copy as it is (consecutive passes)")
     f = sub.add_parser("false-alarms")
     f.add_argument("--seeds", type=int, default=16)
     f.add_argument("--windows", type=int, default=1000)

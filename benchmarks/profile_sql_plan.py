@@ -64,6 +64,10 @@ def main() -> None:
             captured.append((self.step, query))
             return super().stream(query, width)
 
+        def id_rows(self, scope: Any, query: Any, coded: bool, labels: Any) -> Any:
+            captured.append((self.step, query))
+            return super().id_rows(scope, query, coded, labels)
+
     def timed(name: str) -> Any:
         inner = getattr(SqlAlchemyBackend, name)
 
@@ -153,7 +157,8 @@ def explain(connection: Any, captured: list[tuple[str, Any]], steps: list[tuple[
         sql = str(query.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
         lines = [r[0] for r in connection.execute(sa.text(f"EXPLAIN (ANALYZE, BUFFERS) {sql}".replace(":", "\\:")))]
         keep = [x.strip() for x in lines if any(w in x for w in ("Sort Method", "Aggregate", "WindowAgg", "Disk",
-                                                               "Batches", "Execution Time", "Sort  ("))]
+                                                               "Batches", "Execution Time", "Sort  (", "Gather",
+                                                               "Workers Launched"))]
         out += [f"# EXPLAIN ANALYZE, {step}:"] + [f"    {x}" for x in keep]
     return out
 

@@ -27,7 +27,9 @@ __all__ = ["Times", "bench_env", "paired_processes", "process_lines", "ratio_lin
 
 def bench_env(**extra: str) -> dict[str, str]:
     """The environment of a timed process: one BLAS thread (as the ``labelgate`` command sets), plus ``extra``."""
-    return {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"), **extra}
+    # modules load from their bytecode cache, as in a user's install (never compiled anew in each timed process)
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**inherited, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"), **extra}
 
 
 def paired_processes(commands: Mapping[str, Sequence[str]], rounds: int, *, cwd: Path | None = None,

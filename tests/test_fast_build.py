@@ -20,8 +20,16 @@ import pytest
 
 import labelgate as lg
 from labelgate.core.align import align_items, on_one_index
-from labelgate.core.columns import EncodedColumn, factorize, factorize_objects
-from labelgate.core.strings import HEAD, fixed_width_codes, hash_codes, object_string_codes
+from labelgate.core.build import _any_repeated_pair
+from labelgate.core.columns import Column, EncodedColumn, factorize, factorize_objects, take_values
+from labelgate.core.strings import (
+    HEAD,
+    fixed_width_codes,
+    hash_codes,
+    object_string_codes,
+    stacked_codes,
+    window_keys,
+)
 from labelgate.metrics.panel import metrics_panel
 from labelgate.metrics.spa import WEIGHTINGS
 
@@ -69,7 +77,11 @@ def assert_same(r, ref):
 def random_table(seed, n=80, ids="strings"):
     rng = np.random.default_rng(seed)
     n_items, n_raters = int(rng.integers(1, 25)), int(rng.integers(1, 8))
-    if ids == "strings":
+    if ids == "ascii":  # ASCII ids of one length, more than the head's few values: the vectorised hash,
+        n_items, n = int(rng.integers(70, 200)), 600  # item labels made on demand, object arrays joined
+        item_ids = [f"i{k:07d}" for k in rng.permutation(n_items)]
+        rater_ids = [f"w{k:03d}" for k in rng.permutation(n_raters)]
+    elif ids == "strings":
         item_ids = [ID_POOL[k % len(ID_POOL)] + str(k // len(ID_POOL)) for k in rng.permutation(n_items)]
         rater_ids = [f"r{k}-ü" for k in rng.permutation(n_raters)]
     elif ids == "fixed":  # one byte width per column (Arrow strings are coded from their bytes)
@@ -121,7 +133,7 @@ def forms(items, raters, labels):
                                                    "rater_id": pd.Series(raters, dtype=object), "label": labels})
 
 
-@pytest.mark.parametrize("ids", ["strings", "fixed", "dense", "sparse"])
+@pytest.mark.parametrize("ids", ["strings", "fixed", "ascii", "dense", "sparse"])
 @pytest.mark.parametrize("duplicates", ["first", "last"])
 @pytest.mark.parametrize("seed", range(6))
 def test_every_input_form_gives_the_reference_ratings(seed, duplicates, ids):
@@ -178,6 +190,18 @@ def test_duplicates_are_found_and_named_on_every_route():
         lg.ratings_by_pool(pd.DataFrame(pools, index=["a", "b", "c"]))
 
 
+@pytest.mark.parametrize("n_raters", [2**16, 2**16 + 1])  # 2^16 * 2^16 keys fit uint32; one rater more does not
+def test_the_duplicate_check_is_exact_at_the_edge_of_its_key_width(n_raters):
+    top = 2**16 - 1  # the largest item code: the largest key is 2^32 - 1 with 2^16 raters
+    last = n_raters - 1
+    items = np.asarray([top, 0, top], dtype=np.int64)
+    assert _any_repeated_pair(items, np.asarray([last, last, last], dtype=np.int64), n_raters)
+    assert not _any_repeated_pair(items, np.asarray([last, last, last - 1], dtype=np.int64), n_raters)
+    # with 2^16 + 1 raters, (top, 1) has the key 2^32: a uint32 key would wrap it onto (0, 0)
+    assert not _any_repeated_pair(np.asarray([top, 0], dtype=np.int64), np.asarray([1, 0], dtype=np.int64),
+                                  n_raters)
+
+
 def test_factorize_routes_handle_awkward_values():
     nan = float("nan")
     col = factorize(np.asarray([nan, 1.5, nan, -0.0, 0.0, 1.5]))
@@ -207,6 +231,7 @@ def assert_reference_codes(column, values, route):
     codes, uniques = first_appearance(values)
     assert col.codes.tolist() == codes, route
     assert list(col.uniques) == uniques, route
+    assert [type(u) for u in col.uniques] == [type(u) for u in uniques], route  # str, never numpy's str_
 
 
 @pytest.mark.parametrize("large", [False, True])
@@ -220,18 +245,18 @@ def test_fixed_width_arrow_strings_take_every_route_and_give_the_reference_codes
         "lookup, empty strings": [""] * n,
         "few values": [["crowd", "trust", "gold ", " gold"][k] for k in rng.integers(0, 4, n)],
         # a few values in the head, another only after it: the search misses it and the hash route takes over
-        "few values, one after the head": [["crowd", "trust"][k] for k in rng.integers(0, 2, n - 5)] + ["late!"] * 5,
+        "hash: few values, one after the head": [["crowd", "trust"][k] for k in rng.integers(0, 2, n - 5)]
+        + ["late!"] * 5,
+        "hash, many rows per id": [f"w{k:04d}" for k in rng.integers(0, 100, n)],
         "hash": [f"i{k:06d}" for k in rng.integers(0, n // 3, n)],
         "hash, Unicode ids of one width": [f"ü{k:05d}" for k in rng.integers(0, n // 3, n)],
         "hash, NUL bytes": [f"\x00{k:04d}\x00" for k in rng.integers(0, n // 3, n)],
+        "hash, eight bytes": [f"i{k:07d}" for k in rng.integers(0, n // 3, n)],
     }
     for route, values in cases.items():
         array = pa.array(values, type=kind)
         found = fixed_width_codes(array)
-        if route == "few values, one after the head":  # the head's values miss a row: the general route
-            assert found is None
-        else:
-            assert found is not None, route
+        assert found is not None, route
         if route.startswith("hash"):  # the hash route numbers values in order of first appearance itself
             assert found[0].tolist() == first_appearance(values)[0], route
         assert_reference_codes(array, values, route)
@@ -245,19 +270,64 @@ def test_fixed_width_arrow_strings_take_every_route_and_give_the_reference_codes
         assert_reference_codes(array.slice(7), values[7:], route + " (a slice: offsets not at zero)")
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_wide_ids_with_one_varying_window_are_coded_from_its_bytes(large):
+    rng = np.random.default_rng(13)
+    kind = pa.large_string() if large else pa.string()
+    n = 3 * HEAD
+    k = rng.integers(0, n // 3, n)
+    cases = {  # one width of 9-64 bytes; every byte outside one window of 8 is the same in every row
+        "constant prefix, 9 bytes": [f"i{v:08d}" for v in k],
+        "constant prefix, 11 bytes": [f"item-{v:06d}" for v in k],
+        "constant suffix and whitespace": [f"{v:07d} \t-batch" for v in k],
+        "prefix and suffix, Unicode": [f"ÆØÅ {v:05d}日本" for v in k],
+        "varying bytes in the middle of 64": ["x" * 20 + f"{v:08d}" + "y" * 36 for v in k],
+        "a few values": [["crowd-pool-a", "crowd-pool-b", "crowd-pool-c"][v % 3] for v in k],
+        "one value": ["trusted-pool"] * n,
+        "NUL bytes": [f"\x00\x00{v:07d}" for v in k],
+    }
+    for route, values in cases.items():
+        array = pa.array(values, type=kind)
+        assert window_keys(array) is not None, route
+        assert fixed_width_codes(array) is not None, route
+        assert_reference_codes(array, values, route)
+        assert_reference_codes(pd.Series(values, dtype="str"), values, route + " (pandas)")
+        chunked = pa.chunked_array([array.slice(0, n // 2), array.slice(n // 2)])
+        assert_reference_codes(chunked, values, route + " (chunks)")
+        assert_reference_codes(array.slice(7), values[7:], route + " (a slice: offsets not at zero)")
+        # chunks with their own dictionaries (Arrow's CSV reader): the dictionaries are coded jointly by the window
+        dictionaries = [array.slice(0, n // 2).dictionary_encode(), array.slice(n // 2).dictionary_encode()]
+        assert stacked_codes([d.dictionary for d in dictionaries]) is not None, route
+        assert_reference_codes(pa.chunked_array(dictionaries), values, route + " (dictionary chunks)")
+    # one row that differs outside the window (late, in the second chunk): the window is not a key
+    late = [f"i{v:08d}" for v in k]
+    late[-3] = "j" + late[-3][1:]
+    two = pa.chunked_array([pa.array(late[:n // 2], type=kind), pa.array(late[n // 2:], type=kind)])
+    assert window_keys(two) is None
+    assert_reference_codes(two, late, "varying bytes more than 8 apart")
+
+
 def test_arrow_strings_outside_the_fixed_width_routes_give_the_reference_codes():
     rng = np.random.default_rng(12)
     items = [f"i{k}" for k in rng.integers(0, 500, 2000)]  # widths differ
-    wide = [f"item-{k:06d}" for k in rng.integers(0, 500, 2000)]  # 11 bytes
-    few_ids = [f"w{k:04d}" for k in rng.integers(0, 100, 2 * HEAD)]  # many rows per id: the library's hash
+    spread = [f"{k:04d}-item-{k % 7:05d}" for k in rng.integers(0, 500, 2000)]  # 14 bytes varying 13 apart
+    too_wide = [f"{'x' * 70}{k:03d}" for k in rng.integers(0, 500, 2000)]  # wider than the window route
     with_null = [f"a{k:03d}" for k in rng.integers(0, 50, 100)]
-    for values in (items, wide, few_ids):
+    for values in (items, spread, too_wide):
         assert fixed_width_codes(pa.array(values)) is None
         assert_reference_codes(pa.array(values), values, "general route")
     array = pa.array([*with_null, None, *with_null])
     assert fixed_width_codes(array) is None
     col = factorize(array)
     assert col.codes[len(with_null)] == -1 and col.codes.tolist()[:len(with_null)] == first_appearance(with_null)[0]
+    # the same total length as one width, widths that differ only after the first block of offsets
+    uneven = [f"k{k:03d}" for k in rng.integers(0, 500, 3000)]
+    uneven[2500], uneven[2501] = "k12", "k1234"
+    for block in (1 << 16, 999):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("labelgate.core.strings.BLOCK", block)
+            assert fixed_width_codes(pa.array(uneven)) is None
+            assert_reference_codes(pa.array(uneven), uneven, "uneven widths")
     mixed = pa.chunked_array([pa.array(["ab", "cd"]), pa.array(["abc", "ab"])])  # chunks of different widths
     assert fixed_width_codes(mixed) is None
     assert_reference_codes(mixed, ["ab", "cd", "abc", "ab"], "mixed widths")
@@ -271,9 +341,11 @@ def test_object_strings_of_one_length_are_coded_from_their_bytes_exactly():
         "empty": [""] * n,
         "few": [["crowd", "trust", "gold "][k] for k in rng.integers(0, 3, n)],
         "hash": [f"w{k:05d}" for k in rng.integers(0, 2000, n)],
-        "NUL inside": [f"a\x00{k:03d}" for k in rng.integers(0, 500, n)],
+        "hash, three characters": [f"{k:03d}" for k in rng.integers(0, 1000, n)],
+        "hash, eight characters": [f"v{k:07d}" for k in rng.integers(0, 5000, n)],
     }
     refused = {  # anything the fixed-width bytes could confuse: the hash-and-compare route
+        "NUL inside": [f"a\x00{k:03d}" for k in rng.integers(0, 500, n)],  # NUL separates the joined values
         "a trailing NUL": [f"b{k:03d}" for k in rng.integers(0, 500, n - 1)] + ["b00\x00"],
         "a longer value": [f"c{k:03d}" for k in rng.integers(0, 500, n - 1)] + ["c0001"],
         "a shorter value": [f"d{k:03d}" for k in rng.integers(0, 500, n - 1)] + ["d00"],
@@ -293,6 +365,29 @@ def test_object_strings_of_one_length_are_coded_from_their_bytes_exactly():
         assert list(col.uniques) == uniques, route
 
 
+def test_labels_of_a_deferred_column_are_made_once_on_first_read():
+    calls = []
+
+    def make():
+        calls.append(1)
+        return np.asarray(["a", "b"], dtype=object)
+
+    col = Column.deferred(np.asarray([0, 1, 0]), make)
+    assert calls == []
+    assert list(col.uniques) == ["a", "b"] and list(col.uniques) == ["a", "b"]
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("rows", [[0, 3, 4, 9], [9, 0, 4, 3, 5]])  # increasing (the hash's) or not (the lookup's)
+def test_values_are_taken_chunk_by_chunk_in_the_order_asked(rows, monkeypatch):
+    monkeypatch.setattr("labelgate.core.columns.TAKE_BLOCK", 2)  # several takes within a chunk
+    values = [f"v{k}" for k in range(10)]
+    chunked = pa.chunked_array([pa.array(values[:4]), pa.array([], type=pa.string()), pa.array(values[4:])])
+    positions = np.asarray(rows, dtype=np.int64)
+    assert take_values(chunked, positions).tolist() == [values[k] for k in rows]
+    assert take_values(pa.array(values), positions).tolist() == [values[k] for k in rows]
+
+
 def test_the_vectorised_hash_is_exact_and_grows_its_table():
     rng = np.random.default_rng(13)
     distinct = np.concatenate([rng.integers(0, 2**63, 3000, dtype=np.uint64) * np.uint64(2),
@@ -304,6 +399,18 @@ def test_the_vectorised_hash_is_exact_and_grows_its_table():
         assert got.tolist() == codes
         assert keys[rows].tolist() == first
         assert (rows == np.unique(got, return_index=True)[1]).all()
+
+
+def test_the_hash_gives_the_same_codes_block_by_block(monkeypatch):
+    rng = np.random.default_rng(15)
+    keys = rng.integers(0, 5000, 20_000).astype(np.uint64) * np.uint64(7919)
+    whole = hash_codes(keys, 14)
+    monkeypatch.setattr("labelgate.core.strings.BLOCK", 999)  # 21 blocks, the last one short
+    blocks = hash_codes(keys, 14)
+    codes, first = first_appearance(keys.tolist())
+    for got, rows in (whole, blocks):
+        assert got.tolist() == codes
+        assert keys[rows].tolist() == first
 
 
 def test_a_hash_collision_falls_back_to_the_exact_route():
@@ -347,6 +454,63 @@ def test_cross_kappa_between_separately_built_ratings_equals_the_pool_route():
     cx, cy = align_items(x, y)
     assert (x.item_labels[cx] == y.item_labels[cy]).all()
     assert cx.size == len(set(x.item_labels) & set(y.item_labels))
+
+
+def _every_item_pairable(seed, n_items=400, n_raters=30, q=4):
+    """A table whose items all have 2-4 ratings by distinct raters (agreement above chance)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 5, n_items)
+    item = np.repeat(np.arange(n_items), sizes)
+    rater = np.concatenate([rng.choice(n_raters, k, replace=False) for k in sizes])
+    label = np.where(rng.random(item.size) < 0.6, item % q, rng.integers(0, q, item.size))
+    return {"item_id": [f"i{k:05d}" for k in item], "rater_id": [f"r{k}" for k in rater], "label": label}
+
+
+def test_a_view_of_every_item_is_the_shared_view_without_a_gather():
+    from labelgate.metrics._items import is_whole_axis, item_statistics, view
+
+    r = lg.Ratings.from_long(_every_item_pairable(21))
+    every = np.arange(r.n_items)
+    assert is_whole_axis(r, every)
+    for codes in (every[::-1].copy(), every[:-1], np.r_[0, 0, every[2:]], np.r_[every[:-2], r.n_items - 1,
+                                                                                  r.n_items - 1]):
+        assert not is_whole_axis(r, codes)
+    whole = view(r, every)
+    assert whole is view(r) and whole is view(r, min_ratings=1)  # one view, one set of shared statistics
+    counts, n = item_statistics(r, every)
+    assert counts is whole.counts and n is whole.n and not counts.flags.writeable
+    backwards = view(r, every[::-1].copy())  # a gather: the same numbers, in the order asked
+    assert backwards is not whole
+    assert np.array_equal(backwards.counts, whole.counts[::-1]) and np.array_equal(backwards.n, whole.n[::-1])
+    assert np.array_equal(item_statistics(r, every[::-1].copy())[0], whole.counts[::-1])
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal"])
+def test_the_panel_on_the_whole_item_axis_equals_the_gathered_computation(level):
+    """Views on every item skip the gathers and masked copies; on a permuted axis every number is the same."""
+    from labelgate.metrics._blocks import column_sums
+    from labelgate.metrics.alpha import build_alpha
+    from labelgate.metrics.cross import build_cross_kappa
+
+    data = _every_item_pairable(22)
+    x = lg.Ratings.from_long(data, level=level)
+    other = dict(data, label=np.where(np.arange(len(data["label"])) % 5 == 0, 0, data["label"]))
+    y = lg.Ratings.from_long(other, level=level)
+    every, backwards = np.arange(x.n_items), np.arange(x.n_items)[::-1].copy()
+    for build, args in ((build_alpha, (x,)), (build_cross_kappa, (x, y))):
+        whole = build(*args, every) if build is build_alpha else build(*args, every, every)
+        permuted = build(*args, backwards) if build is build_alpha else build(*args, backwards, backwards)
+        assert whole.point()["value"][0] == pytest.approx(permuted.point()["value"][0], abs=1e-14), build
+        if whole.blocks is not None:
+            for a, b in zip(whole.blocks, permuted.blocks, strict=True):
+                np.testing.assert_allclose(column_sums(a), column_sums(b), rtol=1e-13)
+    if level == "nominal":  # the nominal shortcut n'(1 - I) n = n^2 - sum n_c^2 against the matrix product
+        q = x.n_categories
+        assert float(lg.cross_kappa(x, y)) == float(lg.cross_kappa(x, y, distance=1.0 - np.eye(q)))
+        counts = x.item_counts.astype(float)
+        n = counts.sum(axis=1)
+        within = np.einsum("ic,ic->i", counts @ (1.0 - np.eye(q)), counts) * (1.0 / (n - 1.0))  # as before
+        assert np.array_equal(build_alpha(x).blocks[0][:, 0], within)
 
 
 def test_the_six_spa_weightings_share_their_sums_and_equal_a_fresh_computation():
@@ -416,3 +580,24 @@ def test_no_route_builds_a_raters_by_items_array(ids):
         tracemalloc.stop()
     assert r.n_raters == 100_000
     assert peak < 200 * n  # bytes: a few int64 arrays per judgement, never raters x items
+
+
+def test_an_arrow_dictionary_that_repeats_a_value_gives_that_id_one_code():
+    # Arrow allows a dictionary to hold one value twice (and a null): one id must still be one item, and a rater
+    # judging it through both entries has judged it twice
+    dictionary = pa.array(["q1", "q2", "q1", None])
+    items = pa.DictionaryArray.from_arrays(pa.array([0, 2, 1, 1], pa.int32()), dictionary)
+    raters, labels = ["a", "b", "a", "b"], [1, 1, 0, 0]
+    plain = lg.Ratings.from_long({"item_id": ["q1", "q1", "q2", "q2"], "rater_id": raters, "label": labels})
+    for form in (pa.table({"item_id": items, "rater_id": raters, "label": labels}),
+                 pd.DataFrame({"item_id": pd.Series(items.to_pandas(types_mapper=pd.ArrowDtype)).astype(
+                     pd.ArrowDtype(items.type)), "rater_id": raters, "label": labels})):
+        built = lg.Ratings.from_long(form)
+        assert list(built.item_labels) == list(plain.item_labels) == ["q1", "q2"]
+        assert float(lg.krippendorff_alpha(built)) == float(lg.krippendorff_alpha(plain))
+    twice = pa.DictionaryArray.from_arrays(pa.array([0, 2, 1], pa.int32()), dictionary)
+    with pytest.raises(lg.InputError, match="Rater 'a' judged item 'q1' more than once"):
+        lg.Ratings.from_long(pa.table({"item_id": twice, "rater_id": ["a", "a", "b"], "label": [1, 0, 1]}))
+    missing = pa.DictionaryArray.from_arrays(pa.array([0, 3], pa.int32()), dictionary)  # the null entry
+    with pytest.raises(lg.InputError, match="missing"):
+        lg.Ratings.from_long(pa.table({"item_id": missing, "rater_id": ["a", "b"], "label": [1, 0]}))

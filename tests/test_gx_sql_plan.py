@@ -134,3 +134,26 @@ def test_two_backends_raise_the_same_errors(tmp_path):
     on_frame, on_sql = both(rows(), tmp_path, question="q9")
     assert on_frame.early and on_sql.early and str(on_frame.error) == str(on_sql.error)
     assert "'q1'" in str(on_sql.error)
+
+
+def test_counts_that_do_not_add_up_to_the_tallies_are_refused():
+    # a table written to between the tallies and the counts: a judgement missing, or one under an unknown label
+    class Changed(FrameBackend):
+        def __init__(self, df: pd.DataFrame, change: str) -> None:
+            super().__init__(df)
+            self.change = change
+
+        def item_label_counts(self, scope: Scope, label_values: Any) -> tuple[list[Any], np.ndarray]:
+            ids, out = super().item_label_counts(scope, label_values)
+            if self.change == "lost":
+                out[-1, 3] -= 1
+            else:  # one judgement moved to a label the plan did not find
+                out[0, 3] -= 1
+                out = np.vstack([out, [[out[0, 0], out[0, 1], len(label_values), 1]]])
+            return ids, out
+
+    assert aggregate(FrameBackend(rows()), kw()).error is None
+    for change in ("lost", "unknown label"):
+        result = aggregate(Changed(rows(), change), kw())
+        assert isinstance(result.error, InputError), change
+        assert "changed while it was aggregated" in str(result.error), change

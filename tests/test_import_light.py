@@ -1,4 +1,4 @@
-"""`import labelgate` loads the core and the metrics only: no SciPy, pandas, GX, Prefect, pandera, SQLAlchemy, pyarrow.
+"""`import labelgate` loads the core only (the metrics on first use): no SciPy, pandas, GX, Prefect, pandera, SQLAlchemy, pyarrow.
 
 A fresh interpreter is the only honest place to look: the test session itself has imported everything.
 """
@@ -43,3 +43,27 @@ def test_the_probe_sees_a_heavy_import():
     result = _probe("import json, sys\nimport labelgate, scipy.sparse\n"
                     "print(json.dumps({'loaded': sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))}))")
     assert result["loaded"] == ["scipy"]
+
+
+LAZY_METRICS = """
+import json, sys
+import labelgate as lg
+before = "labelgate.metrics" in sys.modules
+fleiss = lg.fleiss_kappa
+import labelgate.metrics as metrics
+namespace = {}
+exec("from labelgate import *", namespace)
+print(json.dumps({"before": before, "same": fleiss is metrics.fleiss_kappa,
+                  "all": lg.__all__, "star": sorted(k for k in namespace if not k.startswith("_")),
+                  "metrics_all": metrics.__all__, "in_dir": "spa" in dir(lg), "subpackage": lg.metrics is metrics}))
+"""
+
+
+def test_the_metrics_load_on_first_use_and_stay_public():
+    result = _probe(LAZY_METRICS)
+    assert result["before"] is False  # `import labelgate` alone does not import them
+    assert result["same"] and result["in_dir"] and result["subpackage"]
+    core = ["DesignError", "Estimate", "InputError", "LabelGateError", "ParameterError", "Ratings", "Reason",
+            "ratings_by_pool"]
+    assert result["all"] == [*core, *result["metrics_all"]]
+    assert result["star"] == sorted(result["all"])

@@ -3,7 +3,15 @@ tables were on a chain of their own."""
 
 from __future__ import annotations
 
-from sqlalchemy import inspect, text
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
 
 from labelgate.pipeline import migrations
 from labelgate.pipeline import tables as t
@@ -65,3 +73,58 @@ def test_a_database_of_an_earlier_release_is_adopted(tmp_path):
     assert store.current("b1").run_id == "r-old"
     assert store.find(inputs_digest("bh", None, "ch")) is None
     assert migrate(engine) == SCHEMA_VERSION  # idempotent afterwards
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A new SQLite file, or a database of its own on the PostgreSQL server of LABELGATE_TEST_POSTGRES_URL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'db.sqlite'}"
+        return
+    url = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set")
+    pytest.importorskip("psycopg", reason="the PostgreSQL variant needs the psycopg driver")
+    admin = create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
+    name = f"labelgate_migrate_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_step_5_adds_the_pending_pair_tallies_and_a_step_4_store_keeps_its_tallies(fresh_url):
+    """A store as step 4 left it (tallies in the pairs table only) gains the empty pending table; new tallies go there
+    with a copy of the main row, the candidates and a fold give the totals."""
+    from labelgate.monitor import rater_store
+
+    engine = make_engine(fresh_url)
+    migrate(engine)
+    with engine.begin() as conn:  # the store as step 4 left it, with two tallies
+        conn.execute(text("DROP TABLE labelgate_monitor_pair_deltas"))
+        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version == 5))
+        conn.execute(t.pairs_table.insert(), [
+            {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "b", "n": 19, "agree": 10, "candidate": False},
+            {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "c", "n": 25, "agree": 20, "candidate": True}])
+    assert schema_version(engine) == 4
+    assert migrate(engine) == SCHEMA_VERSION == 5 == schema_version(engine)
+    assert _names(engine) == {name for name in t.metadata.tables}
+    new = pd.DataFrame({"rater_a": ["a", "b"], "rater_b": ["b", "c"], "n": [1, 2], "agree": [1, 0]})
+    with engine.begin() as conn:
+        rater_store.add_pairs(conn, 1, 0, new, min_pair_items=20)
+        pending = conn.execute(text("SELECT rater_a, rater_b, n, agree, base_n, base_agree, candidate "
+                                    "FROM labelgate_monitor_pair_deltas ORDER BY rater_a")).all()
+        assert [tuple(r) for r in pending] == [("a", "b", 1, 1, 19, 10, True), ("b", "c", 2, 0, 0, 0, False)]
+        candidates = rater_store.candidate_pairs(conn, 1).sort_values("rater_b")
+        assert candidates.values.tolist() == [[0, "a", "b", 20, 11], [0, "a", "c", 25, 20]]
+        rater_store.fold_pairs(conn, 1)
+        main = conn.execute(text("SELECT rater_a, rater_b, n, agree, candidate FROM labelgate_monitor_pairs "
+                                 "ORDER BY rater_a, rater_b")).all()
+        assert [tuple(r) for r in main] == [("a", "b", 20, 11, True), ("a", "c", 25, 20, True),
+                                            ("b", "c", 2, 0, False)]
+        assert conn.execute(text("SELECT count(*) FROM labelgate_monitor_pair_deltas")).scalar() == 0
+    engine.dispose()

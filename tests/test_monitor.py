@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import labelgate as lg
 from labelgate.cli.monitor import register
 from labelgate.metrics.diagnostics import rater_diagnostics
-from labelgate.monitor import Monitor, history, load_monitor_config, monitor_config_from_dict
+from labelgate.monitor import Monitor, history, load_monitor_config, monitor_config_from_dict, rater_store
 from labelgate.pipeline.config import ConfigError
 
 IRR = {"krippendorff_alpha": lg.krippendorff_alpha, "fleiss_kappa": lg.fleiss_kappa, "gwet_ac": lg.gwet_ac}
@@ -101,10 +101,13 @@ LABELS = {"nominal": ["a", "b", "c"], "ordinal": [1, 2, 3], "interval": [1.5, 2.
     irr=st.sampled_from(["krippendorff_alpha", "fleiss_kappa", "gwet_ac"]),
     redeliver=st.integers(0, 3),
     weighting=st.sampled_from(["annotations_m1", "inv_var_class", "flat"]),
+    fold=st.sampled_from([rater_store.FOLD_ROWS, 1, 3]),
 )
 def test_incremental_equals_batch_after_any_sequence_of_deliveries(
-    tmp_path_factory, batches, level, irr, redeliver, weighting
+    tmp_path_factory, monkeypatch, batches, level, irr, redeliver, weighting, fold
 ):
+    # fold: the pending pair tallies are folded into the main table at the default cadence, every pass, every few rows
+    monkeypatch.setattr(rater_store, "FOLD_ROWS", fold)
     root = tmp_path_factory.mktemp("inc")
     question = {"name": "label", "level": level}
     if level == "ordinal":

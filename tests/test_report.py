@@ -578,3 +578,36 @@ def test_history_from_runs_gives_one_window_per_run_and_metric() -> None:
 def test_write_monitor_report_creates_folders(tmp_path: Path) -> None:
     path = write_monitor_report({"windows": [], "episodes": [], "runs": []}, tmp_path / "a" / "b.html")
     assert Path(path).read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def _template_environment(cache: Any) -> Any:
+    import jinja2
+
+    from labelgate.reporting import report
+
+    env = jinja2.Environment(loader=report._environment().loader, autoescape=True, bytecode_cache=cache,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["t"] = report._environment().filters["t"]
+    return env
+
+
+def test_compiled_templates_are_reused_and_a_broken_cache_never_fails_a_report(tmp_path, monkeypatch):
+    from labelgate.reporting import report
+
+    cache = report._bytecode_cache()
+    assert cache is not None
+    cache.directory = str(tmp_path)  # type: ignore[attr-defined]
+    _template_environment(cache).get_template("gate.html.j2")
+    assert list(tmp_path.iterdir())  # the compiled template was written
+
+    fresh = _template_environment(cache)
+
+    def no_compile(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("compiled although the cache holds the template")
+
+    monkeypatch.setattr(fresh, "compile", no_compile)
+    assert fresh.get_template("gate.html.j2") is not None  # loaded from the cache, not compiled
+
+    cache.directory = str(tmp_path / "missing")  # type: ignore[attr-defined]  # nothing can be read or written
+    assert _template_environment(cache).get_template("gate.html.j2") is not None
+    assert not (tmp_path / "missing").exists()

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from labelgate.core.categories import Level, resolve_categories
 from labelgate.core.columns import Column, python_scalar
+from labelgate.core.strings import BLOCK
 from labelgate.errors import InputError, Reason
 
 IntArray = npt.NDArray[np.int64]
@@ -103,7 +104,9 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
         if rows.size == 0:
             raise InputError(f"Column {value_column!r} has no non-missing value.", Reason.EMPTY_INPUT)
         item_codes, rater_codes, value_codes = item_codes[rows], rater_codes[rows], value_codes[rows]
-    value_codes = code_of_unique[value_codes]
+    del dropped  # freed before the duplicate check, the peak of the build
+    if not np.array_equal(code_of_unique, np.arange(code_of_unique.size)):  # sorted uniques: the codes stand
+        value_codes = code_of_unique[value_codes]
     kept = resolve_duplicates(item_codes, rater_codes, max(len(raters.uniques), 1), duplicates, rows, items,
                               raters, row_labels)
     if kept is not None:
@@ -124,9 +127,7 @@ def resolve_duplicates(item_codes: IntArray, rater_codes: IntArray, n_raters: in
 
     ``rows`` maps these positions to table rows (None: the identity).
     """
-    pair_key = item_codes * n_raters + rater_codes  # one int64 key per judgement
-    pair_key.sort()  # in place: an unstable (SIMD) sort is enough to tell whether any pair repeats
-    if not (pair_key[1:] == pair_key[:-1]).any():
+    if not _any_repeated_pair(item_codes, rater_codes, n_raters):
         return None
     pair_key = item_codes * n_raters + rater_codes  # duplicates (rare): the key again, in row order
     order = np.argsort(pair_key, kind="stable")
@@ -152,10 +153,30 @@ def resolve_duplicates(item_codes: IntArray, rater_codes: IntArray, n_raters: in
     return np.sort(chosen)
 
 
+def _any_repeated_pair(item_codes: IntArray, rater_codes: IntArray, n_raters: int) -> bool:
+    """Whether an (item, rater) pair occurs twice: one key per judgement, ``item * n_raters + rater``, sorted in
+    place (an unstable SIMD sort is enough to tell). The key is uint32 when every key fits (4 bytes a row, not 8).
+    """
+    n_keys = (int(item_codes.max()) + 1) * n_raters if item_codes.size else 0
+    pair_key: npt.NDArray[np.integer[Any]]
+    if n_keys <= 2**32 and n_raters < 2**32:  # every key, and the rater count itself, fit uint32
+        pair_key = item_codes.astype(np.uint32)
+        pair_key *= np.uint32(n_raters)
+        np.add(pair_key, rater_codes, out=pair_key, casting="unsafe")  # every sum < n_keys <= 2**32
+    else:
+        pair_key = item_codes * n_raters + rater_codes
+    pair_key.sort()
+    for start in range(0, pair_key.size, BLOCK):  # neighbours compared block by block: no n-sized mask
+        block = pair_key[start:start + BLOCK + 1]
+        if (block[1:] == block[:-1]).any():
+            return True
+    return False
+
+
 def compact(labels: np.ndarray, codes: IntArray) -> tuple[np.ndarray, IntArray]:
     """Drop labels that no remaining judgement uses and renumber the codes (O(N), no sort)."""
     used = np.bincount(codes, minlength=len(labels)) > 0
     if used.all():
         return np.asarray(labels, dtype=object), codes
     renumber = np.cumsum(used) - 1
-    return np.asarray(labels, dtype=object)[used], renumber[codes].astype(np.int64)
+    return np.asarray(labels, dtype=object)[used], renumber[codes].astype(np.int64, copy=False)

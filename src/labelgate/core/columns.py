@@ -8,13 +8,16 @@ Routes, cheapest first:
 
 * already encoded — a pandas ``Categorical`` (``codes`` / ``categories``), an Arrow dictionary array,
   or an :class:`EncodedColumn`: the codes pass through; only the order is made canonical;
-* Arrow strings of one byte width up to 8 (pandas' default ``str`` storage, Arrow tables) — their bytes
-  read in place as integer keys: a lookup table, a search among a few values or a vectorised hash table
-  (:mod:`labelgate.core.strings`); the labels become Python strings for the distinct values only;
+* Arrow strings of one byte width up to 8, or wider with every varying byte inside one window of 8 (pandas'
+  default ``str`` storage, Arrow tables) — their bytes read in place as integer keys: a lookup table, a search
+  among a few values or a vectorised hash table (:mod:`labelgate.core.strings`); the labels become Python
+  strings for the distinct values only, when first read (:meth:`Column.deferred`: a build reads them after its
+  duplicate check);
 * numeric numpy arrays — dense integers by a lookup table (O(N), no sort), others by one sort;
 * objects with a ``factorize`` method (pandas Series with Arrow or nullable storage): theirs;
 * other Arrow arrays — Arrow's own hash ``dictionary_encode``, then as a dictionary array;
-* object arrays (Python strings) — short ASCII strings of one length from their bytes (as above);
+* object arrays (Python strings) — short ASCII strings of one length from their bytes, joined by ``str.join``
+  (as above);
   others by Python's cached string hashes, one int64 sort and an exact equality check of every row
   against its group's representative (a hash collision falls back to the exact sort / dict route, so
   the result never depends on the hash).
@@ -25,6 +28,7 @@ The module imports numpy only: pandas and pyarrow objects are recognised by thei
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +38,9 @@ import numpy.typing as npt
 from labelgate.core.strings import (
     STRING_TYPES,
     arrow_strings,
-    codes_of_rows,
-    fixed_width_bytes,
     fixed_width_codes,
     object_string_codes,
+    stacked_codes,
 )
 
 IntArray = npt.NDArray[np.int64]
@@ -48,13 +51,39 @@ _DENSE_FACTOR = 4
 
 _NEVER_MISSING = {str, bytes, int, bool}
 
+# Values taken from an Arrow column per call of its ``take``: small allocations, which Arrow's pool reuses.
+TAKE_BLOCK = 1 << 12
 
-@dataclass(frozen=True)
+
 class Column:
-    """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing."""
+    """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing.
 
-    codes: IntArray
-    uniques: np.ndarray
+    The uniques may be given as a function that makes them (:meth:`deferred`), called on the first read of
+    :attr:`uniques`: a build reads an item column's labels — Python strings, most of the memory of a `Ratings`
+    — only after its duplicate check, so that the two never coexist at the build's peak.
+    """
+
+    __slots__ = ("_make", "_uniques", "codes")
+
+    def __init__(self, codes: IntArray, uniques: np.ndarray) -> None:
+        self.codes = codes
+        self._uniques: np.ndarray | None = uniques
+        self._make: Callable[[], np.ndarray] | None = None
+
+    @classmethod
+    def deferred(cls, codes: IntArray, make: Callable[[], np.ndarray]) -> Column:
+        """A column whose uniques ``make()`` returns when first read."""
+        column = cls(codes, np.zeros(0, dtype=object))
+        column._uniques, column._make = None, make
+        return column
+
+    @property
+    def uniques(self) -> np.ndarray:
+        """The value of each code (made on first read for a :meth:`deferred` column)."""
+        if self._uniques is None:
+            assert self._make is not None
+            self._uniques, self._make = self._make(), None
+        return self._uniques
 
 
 @dataclass(frozen=True)
@@ -139,7 +168,15 @@ def _from_dictionary(array: Any) -> Column:
         return Column(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
     parts = [_indices(c) for c in chunks]
     codes = np.concatenate(parts).astype(np.int64, copy=False) if len(parts) > 1 else parts[0].astype(np.int64)
-    labels = np.asarray(chunks[0].dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    dictionary = chunks[0].dictionary
+    # a dictionary may hold one value twice (Arrow does not forbid it): its entries are merged, so that one id has
+    # one code (else two codes for one item would split it, and a rater's repeated judgement would pass unseen)
+    distinct = dictionary.dictionary_encode()
+    if len(distinct.dictionary) < len(dictionary):
+        merged = np.asarray(distinct.indices.fill_null(-1), dtype=np.int64)
+        codes = np.where(codes >= 0, merged[np.maximum(codes, 0)], -1)
+        dictionary = distinct.dictionary
+    labels = np.asarray(dictionary.to_numpy(zero_copy_only=False), dtype=object)
     return _canonical(codes, labels, check_missing=True)
 
 
@@ -156,15 +193,8 @@ def _joint_dictionary(array: Any) -> Column | None:
     chunks = [c for c in array.chunks if len(c)]
     if not chunks or str(chunks[0].dictionary.type) not in STRING_TYPES:
         return None
-    stacked: list[npt.NDArray[np.uint8]] = []
-    for chunk in chunks:
-        part = fixed_width_bytes(chunk.dictionary)
-        if part is None or (stacked and part[1] != stacked[0].shape[1]):  # nulls, or widths that differ
-            return None
-        stacked.append(part[0])
-    rows = np.concatenate(stacked)
-    found = codes_of_rows(rows)
-    if found is None:
+    found = stacked_codes([chunk.dictionary for chunk in chunks])
+    if found is None:  # nulls, widths that differ, or values no byte route codes
         return None
     joint, first = found
     starts = np.cumsum([0] + [len(c.dictionary) for c in chunks])
@@ -217,6 +247,8 @@ def _renumber(codes: IntArray, labels: np.ndarray, first: IntArray, all_valid: b
     """Given each label's first row (``n`` when unused), codes and labels in first-appearance order."""
     n = codes.size
     used = first < n
+    if used.all() and (first.size < 2 or (first[1:] > first[:-1]).all()):  # already in order (the hash's codes)
+        return Column(codes.astype(np.int64, copy=False), np.asarray(labels, dtype=object))
     if used.sum() * 16 < n:  # few labels: sort their first rows
         old = np.flatnonzero(used)
         old = old[np.argsort(first[old])]
@@ -234,13 +266,39 @@ def _renumber(codes: IntArray, labels: np.ndarray, first: IntArray, all_valid: b
 
 # ------------------------------------------------------------------ Arrow strings of one width
 def _from_fixed_width(array: Any) -> Column | None:
-    """Codes of an Arrow string column of one byte width (<= 8), without hashing strings (:mod:`.strings`)."""
+    """Codes of an Arrow string column of one byte width whose varying bytes lie in one 8-byte window (any width
+    up to 8, or a wider one with a shared prefix or suffix), without hashing strings (:mod:`.strings`)."""
     found = fixed_width_codes(array)
     if found is None:
         return None
     codes, first = found
-    labels = np.asarray(array.take(first).to_numpy(zero_copy_only=False), dtype=object)
-    return _renumber(codes, labels, first, all_valid=True)
+    if first.size < 2 or (first[1:] > first[:-1]).all():  # first-appearance codes (the hash's): labels on demand
+        return Column.deferred(codes.astype(np.int64, copy=False), lambda: take_values(array, first))
+    return _renumber(codes, take_values(array, first), first, all_valid=True)
+
+
+def take_values(array: Any, rows: IntArray) -> np.ndarray:
+    """The values of an Arrow (Chunked)Array at ``rows`` as an object array, taken chunk by chunk.
+
+    ``ChunkedArray.take`` would first concatenate the whole column (Arrow's memory pool then keeps that copy's
+    pages); per chunk, Arrow allocates only the values taken.
+    """
+    chunks = getattr(array, "chunks", None)
+    if chunks is None:
+        return np.asarray(array.take(rows).to_numpy(zero_copy_only=False), dtype=object)
+    order = None if rows.size < 2 or (rows[1:] > rows[:-1]).all() else np.argsort(rows, kind="stable")
+    ordered = rows if order is None else rows[order]
+    out = np.empty(rows.size, dtype=object)
+    start = 0
+    for chunk in chunks:
+        low, high = np.searchsorted(ordered, [start, start + len(chunk)])
+        for block in range(low, high, TAKE_BLOCK):
+            stop = min(block + TAKE_BLOCK, high)
+            out[block:stop] = chunk.take(ordered[block:stop] - start).to_numpy(zero_copy_only=False)
+        start += len(chunk)
+    if order is not None:
+        out[order] = out.copy()
+    return out
 
 
 # ------------------------------------------------------------------ numbers

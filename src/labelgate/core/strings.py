@@ -7,13 +7,19 @@ length is lost), and the column is coded with numpy alone, reading the Arrow buf
 * values of 0-2 bytes — a lookup table on the bytes (O(N), no sort, no hash);
 * a few distinct values (at most :data:`FEW_VALUES` in the column's head) — a binary search among them, every
   row verified against the value found;
-* many distinct values — a vectorised open-addressing hash table on the packed keys (:func:`hash_codes`):
+* more distinct values — a vectorised open-addressing hash table on the packed keys (:func:`hash_codes`):
   every round places the keys of the pending rows in their slots and moves the rows whose slot holds another
-  key to the next slot; equal keys are equal strings, so the grouping is exact, not probabilistic.
+  key to the next slot; equal keys are equal strings, so the grouping is exact, not probabilistic. Slots and
+  row numbers are int32 and intermediates are dropped as soon as used: the peak is a few bytes per row, and
+  nothing is allocated by Arrow (whose memory pool keeps several times what it hands out).
 
-Anything else — nulls, values of different widths or wider than 8 bytes, a column with few distinct ids (the
-library's own hash is then faster than ours: its table stays in cache) — returns None and takes the general
-route of :func:`labelgate.core.columns.factorize`. numpy only: Arrow arrays are read through their buffers.
+Wider values of one width (9 to :data:`MAX_WINDOW_WIDTH` bytes: ``i13374872``, ``item-000123``) whose bytes vary
+only inside one window of 8 bytes — the rest a prefix or suffix shared by every row, checked on every row
+(:func:`window_keys`) — are keyed by that window and take the same routes.
+
+Anything else — nulls, values of different widths, wider values that vary over more than 8 bytes (UUIDs) —
+returns None and takes the general route of :func:`labelgate.core.columns.factorize`. numpy only: Arrow arrays are
+read through their buffers.
 """
 
 from __future__ import annotations
@@ -38,9 +44,16 @@ HEAD = 4096
 #: Rows read first: they decide the route (width, nulls) and size the hash table.
 SAMPLE = 1 << 16
 
-#: The vectorised hash pays off when the distinct values are at least this share of the rows (a big table);
-#: with fewer, a compiled hash table stays in cache and is faster.
-HASH_MIN_SHARE = 1 / 16
+#: The widest values (bytes) coded from their bytes: one uint64 word. (Two words — each coded, then the pair of
+#: codes — were tried: at 10^7 rows of 9-byte ids, slower than Arrow's hash, so not kept.)
+MAX_WIDTH = 8
+
+#: Wider values of one width are coded from their bytes when every byte outside one window of 8 bytes is the
+#: same in every row (a constant prefix or suffix: ``i13374872``, ``item-000123``): the window is then the key.
+MAX_WINDOW_WIDTH = 64
+
+#: Rows per block when a row-sized temporary is made block by block.
+BLOCK = 1 << 16
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: multiply, keep the high bits
 
@@ -58,10 +71,10 @@ def arrow_strings(column: Any) -> Any:
     return array if str(getattr(array, "type", "")) in STRING_TYPES else None
 
 
-def fixed_width_bytes(array: Any) -> tuple[npt.NDArray[np.uint8], int] | None:
-    """The UTF-8 bytes of every row as an (n, width) matrix, when all values share one width of at most 8 bytes.
-
-    None when a value is null or the widths differ or exceed 8 bytes.
+def _fixed_width_parts(array: Any, max_width: int = MAX_WIDTH) -> tuple[list[npt.NDArray[np.uint8]], int] | None:
+    """The UTF-8 bytes of each chunk as an (n_chunk, width) view of its Arrow buffer (no copy), when every value
+    of every chunk has one width of at most ``max_width`` bytes; None when a value is null or the widths
+    differ or are too wide.
     """
     offset_bytes = STRING_TYPES[str(array.type)]
     parts, width = [], -1
@@ -76,100 +89,240 @@ def fixed_width_bytes(array: Any) -> tuple[npt.NDArray[np.uint8], int] | None:
                                 offset=chunk.offset * offset_bytes)
         first, last = int(offsets[0]), int(offsets[-1])
         chunk_width = int(offsets[1]) - first
-        if chunk_width > 8 or (width >= 0 and chunk_width != width) or last - first != chunk_width * n:
+        if chunk_width > max_width or (width >= 0 and chunk_width != width) or last - first != chunk_width * n:
             return None
         width = chunk_width
-        if width and not (np.diff(offsets) == width).all():
+        if width and not _even(offsets, width):
             return None
         data = np.frombuffer(data_buffer, dtype=np.uint8, count=last)[first:] if width else np.zeros(0, np.uint8)
         parts.append(data.reshape(n, width))
-    if not parts:
+    return (parts, width) if parts else None
+
+
+def _even(offsets: npt.NDArray[Any], width: int) -> bool:
+    """Whether consecutive offsets all differ by ``width``, checked block by block (no row-sized temporary)."""
+    for start in range(0, offsets.size - 1, BLOCK):
+        block = offsets[start:start + BLOCK + 1]
+        if not (block[1:] - block[:-1] == width).all():
+            return False
+    return True
+
+
+def fixed_width_bytes(array: Any, max_width: int = MAX_WIDTH) -> tuple[npt.NDArray[np.uint8], int] | None:
+    """The UTF-8 bytes of every row as an (n, width) matrix, when all values share one width of at most
+    ``max_width`` bytes.
+
+    None when a value is null or the widths differ or are too wide.
+    """
+    found = _fixed_width_parts(array, max_width)
+    if found is None:
         return None
+    parts, width = found
     return (np.concatenate(parts) if len(parts) > 1 else parts[0]), width
 
 
+def fixed_width_keys(array: Any) -> tuple[KeyArray, int] | None:
+    """Every row packed into one ``uint64`` (:func:`packed`), written chunk by chunk: the bytes are not gathered
+    into a matrix first, and a single chunk of 8-byte values is read in place (a view of its Arrow buffer).
+
+    None as :func:`fixed_width_bytes`.
+    """
+    found = _fixed_width_parts(array)
+    if found is None:
+        return None
+    parts, width = found
+    if len(parts) == 1:
+        return packed(parts[0]), width
+    keys = np.zeros(sum(part.shape[0] for part in parts), dtype=np.uint64)
+    matrix = keys.view(np.uint8).reshape(-1, 8)
+    start = 0
+    for part in parts:
+        matrix[start:start + part.shape[0], :width] = part
+        start += part.shape[0]
+    return keys, width
+
+
+def window_keys(array: Any) -> KeyArray | None:
+    """Every row of a column of one width ``w`` (8 < w <= :data:`MAX_WINDOW_WIDTH`) as the 8 bytes of one window,
+    when the bytes outside that window are the same in every row; None otherwise.
+
+    Which bytes vary is read from 8-byte words at offsets ``0, 8, ..., w - 8`` of every row (unaligned strided
+    views of the Arrow buffer, no copy): the bitwise OR of ``word XOR word_of_row_0`` over all rows has a bit set
+    exactly where some row differs from row 0. With every varying byte inside ``[s, s + 8)``, two rows are equal
+    exactly when their windows are, so the window is an injective key (exact, like the narrow keys). The scan
+    stops at the first word that puts the varying bytes more than 8 apart (long random ids such as UUIDs).
+    """
+    found = _fixed_width_parts(array, MAX_WINDOW_WIDTH)
+    if found is None or found[1] <= MAX_WIDTH:
+        return None
+    return _window_of_parts(*found)
+
+
+def stacked_codes(arrays: list[Any]) -> tuple[IntArray, IntArray] | None:
+    """``(codes, first)`` of several Arrow string arrays stacked (the per-chunk dictionaries of Arrow's CSV reader),
+    when all their values share one width that a byte route codes (:func:`codes_of_rows` up to 8 bytes, one
+    varying window of 8 bytes above); None otherwise."""
+    parts: list[npt.NDArray[np.uint8]] = []
+    width = -1
+    for array in arrays:
+        found = _fixed_width_parts(array, MAX_WINDOW_WIDTH)
+        if found is None or (width >= 0 and found[1] != width):  # nulls, or widths that differ
+            return None
+        parts.extend(found[0])
+        width = found[1]
+    if not parts:
+        return None
+    if width <= MAX_WIDTH:
+        return codes_of_rows(np.concatenate(parts) if len(parts) > 1 else parts[0])
+    keys = _window_of_parts(parts, width)
+    return None if keys is None else codes_of_keys(keys)
+
+
+def _window_of_parts(parts: list[npt.NDArray[np.uint8]], width: int) -> KeyArray | None:
+    """:func:`window_keys` of the (n_chunk, width) byte views of the chunks."""
+    reference = parts[0][0]  # the bytes of row 0
+    low, high = width, -1  # the varying bytes seen so far: [low, high]
+    for offset in sorted({min(start, width - 8) for start in range(0, width, 8)}):
+        first_word = np.frombuffer(reference[offset:offset + 8].tobytes(), dtype=np.uint64)[0]
+        varies = np.uint64(0)
+        for part in parts:
+            words = _words(part, offset)
+            for start in range(0, words.size, BLOCK):
+                varies |= np.bitwise_or.reduce(words[start:start + BLOCK] ^ first_word)
+        varying = np.flatnonzero(np.frombuffer(np.uint64(varies).tobytes(), dtype=np.uint8)) + offset
+        if varying.size:
+            low, high = min(low, int(varying[0])), max(high, int(varying[-1]))
+        if high - low >= 8:
+            return None
+    start = min(max(low, 0), width - 8) if high >= 0 else 0
+    keys = np.empty(sum(part.shape[0] for part in parts), dtype=np.uint64)
+    row = 0
+    for part in parts:
+        keys[row:row + part.shape[0]] = _words(part, start)
+        row += part.shape[0]
+    return keys
+
+
+def _words(part: npt.NDArray[np.uint8], offset: int) -> KeyArray:
+    """The 8 bytes at ``offset`` of every row of an (n, width >= offset + 8) row view, as an unaligned uint64 view."""
+    return np.ndarray((part.shape[0],), dtype=np.uint64, buffer=np.ascontiguousarray(part), offset=offset,
+                      strides=(part.shape[1],))
+
+
 def packed(rows: npt.NDArray[np.uint8]) -> KeyArray:
-    """Each row of at most 8 bytes as one uint64 (zero-padded; injective for rows of one width)."""
+    """Each row of at most 8 bytes as one uint64 (zero-padded; injective for rows of one width).
+
+    Rows of exactly 8 contiguous bytes are already the keys: a view, no copy.
+    """
+    if rows.shape[1] == 8 and rows.flags.c_contiguous:
+        return rows.view(np.uint64).reshape(-1)
     key = np.zeros((rows.shape[0], 8), dtype=np.uint8)
     key[:, :rows.shape[1]] = rows
     return key.view(np.uint64).reshape(-1)
 
 
 def fixed_width_codes(array: Any) -> tuple[IntArray, IntArray] | None:
-    """``(codes, first)`` of an Arrow string column of one width (<= 8 bytes): ``codes[j]`` groups equal values,
-    ``first[c]`` is the first row of group ``c``; None when the column takes the general route (see the module).
+    """``(codes, first)`` of an Arrow string column of one width (<= 8 bytes, or wider with one varying window of
+    8 bytes): ``codes[j]`` groups equal values, ``first[c]`` is the first row of group ``c``; None when the column
+    takes the general route (see the module).
     """
     n = len(array)
-    head = fixed_width_bytes(array.slice(0, SAMPLE))
+    head = fixed_width_bytes(array.slice(0, SAMPLE), MAX_WINDOW_WIDTH)
     if head is None:
         return None
-    candidates, bits = None, None
-    if head[1] > 2:  # the route is chosen on the head, before the whole column is read
-        sample = packed(head[0])
-        candidates = np.unique(sample[:HEAD])
-        if candidates.size > FEW_VALUES:
-            bits = table_bits(sample, n, HASH_MIN_SHARE)
-            if bits is None:
-                return None
-    whole = fixed_width_bytes(array)
-    if whole is None:
+    if head[1] > MAX_WIDTH:  # wider values: one window of 8 bytes, if the others never vary
+        window = window_keys(array)
+        return None if window is None else codes_of_keys(window)
+    if head[1] <= 2:  # a lookup table on the bytes
+        whole = fixed_width_bytes(array)
+        return None if whole is None else codes_of_rows(whole[0])
+    sample = packed(head[0])  # the route is chosen on the head, before the whole column is read
+    candidates, bits = np.unique(sample[:HEAD]), None
+    if candidates.size > FEW_VALUES:
+        bits = table_bits(sample, n)
+    keys = fixed_width_keys(array)
+    if keys is None:
         return None
-    return codes_of_rows(whole[0], candidates, bits, HASH_MIN_SHARE)
+    return codes_of_keys(keys[0], candidates, bits)
 
 
 def object_string_codes(values: np.ndarray) -> tuple[IntArray, IntArray] | None:
     """``(codes, first)`` of a 1-D object array of Python strings of one length, at most 8 ASCII characters.
 
-    The strings become an (n, width) byte matrix through numpy's fixed-width bytes type, with no Python-level
-    hash; the checks keep it exact: every value is a ``str`` (numbers or bytes would convert too), ASCII (else
-    the conversion raises), and every converted value — one byte wider than the first, so that a longer value
-    is not cut to the width — has exactly the first value's length (a shorter value, or one ending with NUL,
-    which the fixed-width type drops, shows fewer bytes). None otherwise: the caller groups the objects by their
-    Python hashes.
+    The strings are joined with NUL separators into one text (``str.join``: one C-level pass, which raises on any
+    value that is not a ``str`` — bytes, numbers, None) and encoded as ASCII (which raises on any other
+    character); the bytes are then an (n, width + 1) matrix whose last column must be all NUL and the others
+    free of NUL. That layout holds exactly when every value has the first value's length and no NUL, so the
+    (n, width) bytes are the values themselves, coded with no Python-level hash. None otherwise: the caller
+    groups the objects by their Python hashes.
     """
     n = values.size
-    if n == 0 or type(values[0]) is not str or len(values[0]) > 8:
+    if n == 0 or not isinstance(values[0], str) or len(values[0]) > 8:
         return None
     width = len(values[0])
-    if set(map(type, values[:HEAD])) != {str} or set(map(type, values)) != {str}:  # the head: told cheaply
-        return None
     try:
-        data = values.astype(f"S{width + 1}")
-    except UnicodeEncodeError:  # not ASCII
+        text = "\x00".join(values).encode("ascii")
+    except (TypeError, UnicodeEncodeError):  # a value that is not a str, or not ASCII
         return None
-    if (np.strings.str_len(data) != width).any():
+    stride = width + 1
+    if len(text) != n * stride - 1:
+        return None
+    buffer = np.zeros(n * stride + 8, dtype=np.uint8)  # 8 bytes beyond the last value: see the keys below
+    buffer[:len(text)] = np.frombuffer(text, dtype=np.uint8)
+    del text
+    rows = buffer[:n * stride].reshape(n, stride)
+    if (rows[:, width] != 0).any() or (width and not rows[:, :width].all()):  # a NUL where a value ought to be
         return None
     if width == 0:
         return np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    return codes_of_rows(data.view(np.uint8).reshape(n, width + 1)[:, :width])
-
-
-def codes_of_rows(rows: npt.NDArray[np.uint8], candidates: KeyArray | None = None, bits: int | None = None,
-                  min_share: float = 0.0) -> tuple[IntArray, IntArray] | None:
-    """``(codes, first)`` of an (n, width <= 8) byte matrix: a lookup table for widths up to 2, a search among
-    ``candidates`` (the head's distinct keys) when they are few, else the hash (``bits``: its size, if known;
-    None when the distinct rows are estimated below ``min_share`` of them)."""
-    n, width = rows.shape
-    if candidates is None and width > 2:
-        candidates = np.unique(packed(rows[:HEAD]))
     if width <= 2:
-        if width == 0:
-            values: npt.NDArray[Any] = np.zeros(n, dtype=np.uint8)
-        else:
-            values = rows.reshape(-1) if width == 1 else np.ascontiguousarray(rows).view(np.uint16).reshape(-1)
-        present = np.bincount(values, minlength=256) > 0
-        codes = (np.cumsum(present, dtype=np.int64) - 1)[values]
-        return codes, first_rows(codes, int(np.count_nonzero(present)))
-    keys = packed(rows)
-    if bits is None and candidates is not None and candidates.size <= FEW_VALUES:
-        codes = np.minimum(np.searchsorted(candidates, keys), candidates.size - 1).astype(np.int64)
+        return codes_of_rows(rows[:, :width])
+    # the packed keys straight from the buffer: 8 bytes read at every value's start, the bytes beyond the value
+    # (its separator, the next value) masked off; equal to packed(rows[:, :width]) without the row copy
+    at_starts: KeyArray = np.ndarray((n,), dtype=np.uint64, buffer=buffer, strides=(stride,))
+    mask = np.zeros(8, dtype=np.uint8)
+    mask[:width] = 0xFF  # the value's bytes, in memory order: right on either byte order
+    return codes_of_keys(at_starts & mask.view(np.uint64)[0])
+
+
+def codes_of_rows(rows: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:
+    """``(codes, first)`` of an (n, width <= 8) byte matrix: a lookup table on the bytes for widths up to 2 (codes
+    in order of first appearance), else :func:`codes_of_keys` on the packed rows."""
+    n, width = rows.shape
+    if width > 2:
+        return codes_of_keys(packed(rows))
+    if width == 0:
+        values: npt.NDArray[Any] = np.zeros(n, dtype=np.uint8)
+    else:
+        values = rows.reshape(-1) if width == 1 else np.ascontiguousarray(rows).view(np.uint16).reshape(-1)
+    # the table maps each byte value to its code in order of first appearance: one gather, no renumbering pass
+    distinct = np.flatnonzero(np.bincount(values, minlength=256))
+    first = np.full(256 if width < 2 else 1 << 16, n, dtype=np.int64)
+    head = min(n, HEAD)
+    np.minimum.at(first, values[:head], np.arange(head, dtype=np.int64))
+    if (first[distinct] == n).any():  # a value first seen after the head
+        np.minimum.at(first, values[head:], np.arange(head, n, dtype=np.int64))
+    order = distinct[np.argsort(first[distinct], kind="stable")]
+    table = np.zeros(first.size, dtype=np.int64)
+    table[order] = np.arange(order.size, dtype=np.int64)
+    return table[values], first[order]
+
+
+def codes_of_keys(keys: KeyArray, candidates: KeyArray | None = None, bits: int | None = None,
+                  ) -> tuple[IntArray, IntArray]:
+    """``(codes, first)`` of packed keys: a search among ``candidates`` (the head's distinct keys) when they are
+    few, else the hash (``bits``: its size, if known)."""
+    n = keys.size
+    if candidates is None:
+        candidates = np.unique(keys[:HEAD])
+    if bits is None and candidates.size <= FEW_VALUES:
+        codes = np.searchsorted(candidates, keys).astype(np.int64, copy=False)
+        np.minimum(codes, candidates.size - 1, out=codes)
         if np.array_equal(candidates[codes], keys):
             return codes, first_rows(codes, candidates.size)
-        # a value the head did not show: more values than it suggested
+        del codes  # a value the head did not show: more values than it suggested
     if bits is None:
-        bits = table_bits(keys[:SAMPLE], n, min_share)
-        if bits is None:
-            return None
+        bits = table_bits(keys[:SAMPLE], n)
     return hash_codes(keys, bits)
 
 
@@ -184,9 +337,8 @@ def first_rows(codes: IntArray, k: int) -> IntArray:
     return first
 
 
-def table_bits(sample: KeyArray, n: int, min_share: float) -> int | None:
-    """log2 of the hash table's size for ``n`` keys (about twice the distinct ones), or None when the distinct
-    keys are estimated below ``min_share`` of the rows (another hash is then faster).
+def table_bits(sample: KeyArray, n: int) -> int:
+    """log2 of the hash table's size for ``n`` keys (about twice the distinct ones, at least 2**10 slots).
 
     The number of distinct keys is estimated from ``sample``, the first rows (Chao's estimator,
     ``seen + f1^2 / (2 f2)`` from the keys seen once and twice); an underestimate only costs a rebuild
@@ -200,69 +352,92 @@ def table_bits(sample: KeyArray, n: int, min_share: float) -> int | None:
         once, twice = int(np.count_nonzero(counts == 1)), int(np.count_nonzero(counts == 2))
         estimate = seen + (once * once / (2.0 * twice) if twice else once * (once - 1) / 2.0)
     estimate = min(estimate, float(n))
-    if estimate < min_share * n:
-        return None
     return max(int(2 * estimate - 1).bit_length(), 10)
 
 
-def hash_codes(keys: KeyArray, bits: int) -> tuple[IntArray, IntArray]:
+def hash_codes(keys: KeyArray, bits: int) -> tuple[npt.NDArray[np.signedinteger[Any]], IntArray]:
     """``(codes, first)`` of the keys by a vectorised hash table of ``2**bits`` slots (grown when too full).
 
     Codes follow the order of first appearance; ``first[c]`` is the first row of code ``c``. Exact: a slot
-    holds one key, and a row joins a slot only when its key equals the slot's.
+    holds one key, and a row joins a slot only when its key equals the slot's. Slots, rows and the codes are
+    int32 while they fit (the caller widens the codes once the keys are dropped), row-sized temporaries are
+    made block by block and every intermediate is dropped as soon as it is used: the peak is a few bytes a row.
     """
     while True:
         slot = _slots(keys, bits)
         if slot is not None:
             break
         bits += 1
-    n, size = keys.size, 1 << bits
-    rows = np.arange(n, dtype=np.int64)
-    first_of_slot = np.full(size, n, dtype=np.int64)
-    first_of_slot[slot[::-1]] = rows[::-1]  # the earliest row of a slot, if the last write wins ...
-    if not (first_of_slot[slot] <= rows).all():  # ... which numpy does not promise: then the exact reduction
+    n, size, index = keys.size, 1 << bits, slot.dtype
+    first_of_slot = np.full(size, n, dtype=index)
+    for block in reversed(_blocks(n)):  # the earliest row of a slot, if the last write wins ...
+        first_of_slot[slot[block][::-1]] = np.arange(block.stop - 1, block.start - 1, -1, dtype=index)
+    if not all((first_of_slot[slot[block]] <= np.arange(block.start, block.stop, dtype=index)).all()
+               for block in _blocks(n)):  # ... which numpy does not promise: then the exact reduction
         first_of_slot.fill(n)
-        np.minimum.at(first_of_slot, slot, rows)
+        np.minimum.at(first_of_slot, slot, np.arange(n, dtype=index))
     used = np.flatnonzero(first_of_slot < n)
-    by_row = np.full(n, -1, dtype=np.int64)  # a counting sort of the slots by their first row (distinct rows)
-    by_row[first_of_slot[used]] = used
-    order = by_row[by_row >= 0]
-    code_of_slot = np.empty(size, dtype=np.int64)
-    code_of_slot[order] = np.arange(order.size, dtype=np.int64)
-    return code_of_slot[slot], first_of_slot[order]
+    if used.size * 16 < n:  # few values: sort their first rows
+        order = used[np.argsort(first_of_slot[used])]
+    else:  # many: a counting sort of the slots by their first row (distinct rows)
+        by_row = np.full(n, -1, dtype=index)
+        by_row[first_of_slot[used]] = used
+        order = by_row[by_row >= 0]
+        del by_row
+    del used
+    first = first_of_slot[order].astype(np.int64)
+    del first_of_slot
+    code_of_slot = np.empty(size, dtype=index)
+    code_of_slot[order] = np.arange(order.size, dtype=index)
+    return code_of_slot[slot], first
 
 
-def _slots(keys: KeyArray, bits: int) -> npt.NDArray[np.intp] | None:
+def _blocks(n: int) -> list[slice]:
+    """Consecutive slices of at most :data:`BLOCK` rows covering ``range(n)``."""
+    return [slice(start, min(start + BLOCK, n)) for start in range(0, n, BLOCK)]
+
+
+def _slots(keys: KeyArray, bits: int) -> npt.NDArray[np.signedinteger[Any]] | None:
     """The slot of every key in a linear-probing table of ``2**bits`` slots; None once it is over half full.
 
     Keys of fewer than 8 bytes never have their top byte set, so an empty slot holds the all-ones key; for
-    8-byte keys a separate mask marks the taken slots.
+    8-byte keys a separate mask marks the taken slots. Slots are int32 while the table and the rows fit.
     """
     size = 1 << bits
     mask = size - 1
+    index = np.dtype(np.int32 if max(size, keys.size) < 2**31 else np.int64)
     empty = np.uint64(0xFFFFFFFFFFFFFFFF)
-    position = ((keys * _GOLDEN) >> np.uint64(64 - bits)).astype(np.intp)
+    shift = np.uint64(64 - bits)
+    position: npt.NDArray[np.signedinteger[Any]] = np.empty(keys.size, dtype=index)
+    for block in _blocks(keys.size):  # Fibonacci hashing, block by block: no row-sized uint64 temporary
+        position[block] = (keys[block] * _GOLDEN) >> shift
     table = np.full(size, empty, dtype=np.uint64)
     taken = None if not (keys == empty).any() else np.zeros(size, dtype=bool)
-    slot = position  # most rows keep the slot their hash names
+    # the first round: every slot is free, and one of the keys aimed at a slot takes it
+    table[position] = keys
+    if taken is not None:
+        taken[position] = True
+    same = np.empty(keys.size, dtype=bool)
+    for block in _blocks(keys.size):
+        np.equal(table[position[block]], keys[block], out=same[block])
+    slot = position  # most rows keep the slot their hash names; ``position`` is rebound, never written, below
     pending: npt.NDArray[np.intp] | None = None  # rows still looking for their slot (None: every row)
     pending_keys = keys
     while True:
-        free = table[position] == empty if taken is None else ~taken[position]
-        table[position[free]] = pending_keys[free]  # one of the keys aimed at a free slot takes it
-        if taken is not None:
-            taken[position[free]] = True
-        same = table[position] == pending_keys
         if pending is not None:
+            free = table[position] == empty if taken is None else ~taken[position]
+            table[position[free]] = pending_keys[free]
+            if taken is not None:
+                taken[position[free]] = True
+            same = table[position] == pending_keys
             slot[pending[same]] = position[same]
         miss = np.flatnonzero(~same)
+        del same
         if miss.size == 0:
             return slot
         occupied = np.count_nonzero(table != empty) if taken is None else np.count_nonzero(taken)
         if 2 * occupied > size:
             return None
-        if pending is None:
-            slot = position.copy()
         pending = miss if pending is None else pending[miss]
         pending_keys = pending_keys[miss]
         position = (position[miss] + 1) & mask

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from labelgate.gate import alerting, in_database, raters, steps
+from labelgate.gate import alerting, raters, steps
 from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
 from labelgate.gate.audit import as_config, default_batch_id, digest_of, reuse
@@ -166,6 +166,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         return _write_back(cfg, batch, crowd, reused, hooks)
     out = steps.run_directory(cfg, state["batch_id"], state["run_id"])
     if not isinstance(crowd, pd.DataFrame):  # the batch stays in its database (a SQL source with aggregate: true)
+        from labelgate.gate import in_database  # the aggregate plan loads only for such a source
+
         # measured through the orchestrator's measure, but in one piece: the Dask fan-out splits a DataFrame
         direct = replace(hooks, measure=None) if cfg.runner == "dask" else hooks
         prepared, coverage, coverage_problems, measured, diagnosed = in_database.evaluate(

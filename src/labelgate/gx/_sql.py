@@ -3,9 +3,10 @@
 GX's ``SqlAlchemyExecutionEngine`` hands a table metric the batch as a selectable, its row condition applied.
 :func:`sql_pools` runs the plan over it (:func:`labelgate.sqlagg.aggregate` with the SQLAlchemy backend): the
 database aggregates — per pool tallies, the duplicate check, the item ids and labels, the (pool, item rank, label
-rank, count) rows streamed through a server-side cursor — and :meth:`labelgate.Ratings.from_aggregates` builds the
-pools, on which the same ``pools_*`` function as on pandas computes the metric, interval included. The judgements
-never leave the database; the result carries ``sql``: queries run, rows fetched, batch rows aggregated.
+rank, count) rows, through a binary ``COPY`` on PostgreSQL or a streaming cursor elsewhere — and
+:meth:`labelgate.Ratings.from_aggregates` builds the pools, on which the same ``pools_*`` function as on pandas
+computes the metric, interval included. The judgements never leave the database; the result carries ``sql``:
+queries run, rows fetched, batch rows aggregated.
 
 The expectations of one validation that agree on the parameters deciding the aggregates
 (:data:`~labelgate.sqlagg.AGGREGATE_KEYS`) share one run of these queries: GX resolves the metric
@@ -29,7 +30,6 @@ from typing import Any
 
 from labelgate.errors import DesignError, Reason
 from labelgate.sqlagg import AGGREGATE_KEYS, Aggregated, Pools, aggregate
-from labelgate.sqlagg.pools import counts_digest
 from labelgate.sqlagg.sql import SqlAlchemyBackend
 
 #: Metrics that need every judgement's rater, and why (their SQL providers refuse the batch).
@@ -99,6 +99,5 @@ def sql_metric(metric_name: str, finish: Callable[[Pools, dict[str, Any]], dict[
     pools = aggregated.pools_for(need_trusted)
     out = finish(pools, kw)
     # what the statistic read: a reader that aggregated the same table before can check it did not change since
-    out["sql"] = {**aggregated.report, "counts": {"crowd": counts_digest(pools.crowd),
-                                                  "trusted": counts_digest(pools.trusted)}}
+    out["sql"] = {**aggregated.report, "counts": dict(aggregated.digests())}
     return out

@@ -102,16 +102,54 @@ def view(r: Ratings, codes: IntArray | None = None, *, min_ratings: int = 2) -> 
             return cached
         keep = r.ratings_per_item >= min_ratings
         if keep.all():  # every item: the view is the Ratings' own counts, shared, without a gather
-            counts, n = _float_statistics(r)
-            made = ItemView(r, np.arange(r.n_items, dtype=np.int64), counts, n, n >= 2)
-            made.shared["whole"] = True
+            made = _whole_view(r)
         else:
             made = view(r, np.flatnonzero(keep))
         r.__dict__[key] = made
         return made
+    if is_whole_axis(r, codes):  # every item, in order: the shared view of the Ratings' own counts
+        return _whole_view(r)
     counts, n = _float_statistics(r)
     n = n[codes]
     return ItemView(r, codes, counts[codes], n, n >= 2)
+
+
+def is_whole_axis(r: Ratings, codes: IntArray) -> bool:
+    """Whether ``codes`` is ``0, 1, ..., n_items - 1`` (every item in order: no gather is needed).
+
+    Strictly increasing codes in ``[0, n_items)``, ``n_items`` of them, are exactly that range.
+    """
+    n = r.n_items
+    if codes.size != n or n == 0:
+        return codes.size == n
+    if int(codes[0]) != 0 or int(codes[-1]) != n - 1:
+        return False
+    return all(bool((block[1:] > block[:-1]).all()) for block in
+               (codes[start:start + _BLOCK + 1] for start in range(0, n - 1, _BLOCK)))
+
+
+def item_statistics(r: Ratings, codes: IntArray) -> tuple[FloatArray, FloatArray]:
+    """Item x category counts and ratings per item (floats) of the items ``codes``, without a gather (read-only
+    arrays of the Ratings) when ``codes`` is every item in order."""
+    counts, n = _float_statistics(r)
+    if is_whole_axis(r, codes):
+        return counts, n
+    return counts[codes], n[codes]
+
+
+def _whole_view(r: Ratings) -> ItemView:
+    """The view on every item of ``r`` (cached; also the default views when every item qualifies)."""
+    made = r.__dict__.get("_view_whole")
+    if made is None:
+        counts, n = _float_statistics(r)
+        made = ItemView(r, np.arange(r.n_items, dtype=np.int64), counts, n, n >= 2)
+        made.shared["whole"] = True
+        r.__dict__["_view_whole"] = made
+    return made
+
+
+# Rows per block of a check that would otherwise make a row-sized temporary.
+_BLOCK = 1 << 16
 
 
 def _float_statistics(r: Ratings) -> tuple[FloatArray, FloatArray]:
@@ -142,7 +180,8 @@ def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
     key = ("item_agreement", w.shape, w.tobytes())
     cached = v.shared.get(key)
     if cached is None:
-        cached = agreement_from_counts(v.counts, v.n, w)
+        exact = w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0]))
+        cached = agreement_from_counts(v.counts, v.n, w, square_sums(v) if exact else None)
         cached.flags.writeable = False
         v.shared[key] = cached
     return cached
@@ -152,10 +191,26 @@ def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
 _SHARED_WEIGHTS_MAX = 4096
 
 
-def agreement_from_counts(counts: np.ndarray, n: FloatArray, w: FloatArray) -> FloatArray:
-    """:func:`item_agreement` from item x category counts ``counts`` and ratings per item ``n`` (any rows)."""
+def square_sums(v: ItemView) -> FloatArray:
+    r""":math:`\sum_c n_{ic}^2` of every item of the view, computed once per view (read-only).
+
+    Exact agreement (percent agreement, Fleiss, AC1, SPA) and the nominal disagreements of α and κx read it:
+    :math:`n_i^\top (1 - I) n_i = n_i^2 - \sum_c n_{ic}^2`, integers, so no matrix product is needed.
+    """
+    cached = v.shared.get("square_sums")
+    if cached is None:
+        cached = np.einsum("ic,ic->i", v.counts, v.counts)
+        cached.flags.writeable = False
+        v.shared["square_sums"] = cached
+    return cached
+
+
+def agreement_from_counts(counts: np.ndarray, n: FloatArray, w: FloatArray,
+                          squares: FloatArray | None = None) -> FloatArray:
+    r""":func:`item_agreement` from item x category counts ``counts`` and ratings per item ``n`` (any rows);
+    ``squares``: :math:`\sum_c n_{ic}^2` of the rows, if known (identity ``w`` only)."""
     if w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0])):  # exact agreement: no product
-        agree = np.einsum("ic,ic->i", counts, counts) - n
+        agree = (np.einsum("ic,ic->i", counts, counts) if squares is None else squares) - n
     else:
         agree = np.einsum("ic,ic->i", counts @ w, counts) - n
     den = n * (n - 1.0)

@@ -26,7 +26,7 @@ from labelgate.metrics._engine import (
     one_minus_ratio,
     vanishes,
 )
-from labelgate.metrics._items import ItemView, excluded_single, view
+from labelgate.metrics._items import ItemView, excluded_single, square_sums, view
 from labelgate.metrics.agreement import build_conger_kappa
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
     on = v.pairable
     if r.level == "interval":
         return _alpha_interval(v)
-    counts = v.counts * on[:, None]
+    counts = v.counts if v.n_pairable == on.size else v.counts * on[:, None]  # every item pairable: no copy
     inv = np.zeros_like(v.n)
     np.divide(1.0, v.n - 1.0, out=inv, where=on)
 
@@ -97,7 +97,10 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
                              n_items_excluded=excluded_single(r), explain=_explain_distance)
 
     delta = 1.0 - np.eye(r.n_categories) if r.level == "nominal" else ratio_distance(r.category_values)
-    within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
+    if r.level == "nominal":  # n_i' (1 - I) n_i = n_i^2 - sum_c n_ic^2 (integers: the same value, no product)
+        within_i = (v.n * v.n - square_sums(v)) * inv
+    else:
+        within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
 
     def finalize(sums: list[np.ndarray]) -> Components:
         marg = sums[1]

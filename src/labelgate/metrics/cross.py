@@ -38,6 +38,7 @@ from labelgate.metrics._engine import (
     safe_ratio,
     vanishes,
 )
+from labelgate.metrics._items import item_statistics
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
 
@@ -109,10 +110,8 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
     n_ratings = int(x.ratings_per_item[cx].sum() + y.ratings_per_item[cy].sum())
     if kind == "moments":
         return _cross_moments(x, y, cx, cy, n_ratings)
-    xc = x.item_counts[cx].astype(np.float64)
-    yc = y.item_counts[cy].astype(np.float64)
-    r_i = x.ratings_per_item[cx].astype(np.float64)
-    s_i = y.ratings_per_item[cy].astype(np.float64)
+    xc, r_i = item_statistics(x, cx)  # read-only floats, without a gather when the codes are every item
+    yc, s_i = item_statistics(y, cy)
     w = (r_i + s_i) / (r_i * s_i)
     if kind == "ordinal":
         def blocks() -> list[Any]:
@@ -129,7 +128,10 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
         return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize_ord,
                              n_items=int(cx.size), n_ratings=n_ratings, explain=_explain_cross)
     delta: np.ndarray = 1.0 - np.eye(x.n_categories) if kind == "nominal" or matrix is None else matrix
-    observed_i = np.einsum("ic,ic->i", xc @ delta, yc) * w
+    if kind == "nominal":  # x_i' (1 - I) y_i = r_i s_i - sum_c x_ic y_ic (integers: the same value, no product)
+        observed_i = (r_i * s_i - np.einsum("ic,ic->i", xc, yc)) * w
+    else:
+        observed_i = np.einsum("ic,ic->i", xc @ delta, yc) * w
 
     def finalize(sums: list[np.ndarray]) -> Components:
         expected = np.einsum("bc,ck,bk->b", sums[1], delta, sums[2])

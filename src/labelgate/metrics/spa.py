@@ -126,12 +126,18 @@ def _spa_sums(v: ItemView) -> tuple[FloatArray, IntArray, IntArray, FloatArray, 
     if cached is not None:
         return cached
     agree = item_agreement(v, np.eye(v.ratings.n_categories))
-    sizes = np.unique(v.n[v.pairable]) if v.n_pairable else np.asarray([2.0])
+    whole = v.n_pairable == v.n.size  # every item pairable: no gathers, no masked copy of the counts
+    if v.n_pairable:  # the distinct sizes (small integers) by a count, not a sort of the items
+        n_pairable = v.n.astype(np.int64) if whole else v.n[v.pairable].astype(np.int64)
+        sizes = np.flatnonzero(np.bincount(n_pairable)).astype(np.float64)
+    else:
+        sizes = np.asarray([2.0])
     group = np.searchsorted(sizes, v.n)
     rows = np.flatnonzero(v.pairable)
-    counts = v.counts * v.pairable[:, None]
-    totals = [np.bincount(group[rows], weights=agree[rows], minlength=sizes.size),
-              np.bincount(group[rows], minlength=sizes.size).astype(np.float64), counts.sum(axis=0)]
+    counts = v.counts if whole else v.counts * v.pairable[:, None]
+    in_group, weights = (group, agree) if whole else (group[rows], agree[rows])
+    totals = [np.bincount(in_group, weights=weights, minlength=sizes.size),
+              np.bincount(in_group, minlength=sizes.size).astype(np.float64), counts.sum(axis=0)]
     v.shared["spa_sums"] = (sizes, group, rows, counts, totals)
     return sizes, group, rows, counts, totals
 

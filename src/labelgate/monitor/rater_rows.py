@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import pandas as pd
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from labelgate.metrics.diagnostics import block_width, evaluate_pairs, judge_rows, rater_rows_from_sums
-from labelgate.monitor.rater_store import keyed_rater_update, load_sums
+from labelgate.monitor.rater_store import candidate_pairs, keyed_rater_update, load_sums
 from labelgate.monitor.raters import stack_raters, unpack_rater
 from labelgate.monitor.state import Meta
 from labelgate.monitor.touched import CROWD
 from labelgate.pipeline.config import MonitorConfig, RaterChecks
-from labelgate.pipeline.tables import pairs_table, raters_table
+from labelgate.pipeline.tables import raters_table
 
 
 def refresh_rows(
@@ -47,15 +46,8 @@ def refresh_rows(
 
 def _collusion_partners(conn: Connection, cfg: MonitorConfig, sid: int, meta: Meta) -> dict[int, dict[str, list[str]]]:
     """Per pool, the partners of each rater in a candidate pair that the collusion test flags."""
-    p, checks = pairs_table, cfg.monitor.raters
-    candidates = pd.DataFrame(
-        conn.execute(
-            select(p.c.pool, p.c.rater_a, p.c.rater_b, p.c.n, p.c.agree).where(
-                p.c.stream_id == sid, p.c.candidate.is_(True)
-            )
-        ).all(),
-        columns=["pool", "rater_a", "rater_b", "n", "agree"],
-    )
+    checks = cfg.monitor.raters
+    candidates = candidate_pairs(conn, sid)
     k = block_width(meta.kind, meta.q)
     partners: dict[int, dict[str, list[str]]] = {}
     for pool, group in candidates.groupby("pool"):

@@ -8,7 +8,8 @@ Databases of earlier releases kept the monitor's tables on a chain of their own 
 step 2 adopts them. Step 3 turns the gate's runs table from a cache (one row per batch and configuration) into an
 append-only audit log: the unique key goes, the inputs digest and the reuse link come, every record is kept.
 Step 4 replaces the index of the monitor's collusion candidates by a partial covering one, so that a monitor pass
-reads its candidate pairs without scanning every pair tallied so far.
+reads its candidate pairs without scanning every pair tallied so far. Step 5 adds the monitor's table of pending pair
+tallies (a pass writes its tallies there; they are folded into the pairs table at a bounded cadence).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import MIGRATION_LOCK, transaction
 
 #: Version of the schema this code reads and writes.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MONITOR_TABLES: tuple[Table, ...] = (
     t.monitors_table,
@@ -130,6 +131,11 @@ def _step_4(conn: Connection) -> None:
             index.create(conn, checkfirst=True)
 
 
+def _step_5(conn: Connection) -> None:
+    # The pending pair tallies (and their partial covering index of candidates); a store of step 4 has none pending.
+    t.pair_deltas_table.create(conn, checkfirst=True)
+
+
 _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _step_1),
     2: ("monitor tables (streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, passes) "
@@ -138,6 +144,7 @@ _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
         _step_3),
     4: ("monitor pairs: a partial covering index of the collusion candidates instead of (stream_id, candidate)",
         _step_4),
+    5: ("monitor pair deltas: a pass's pair tallies pending until they are folded into the pairs table", _step_5),
 }
 
 
@@ -156,7 +163,7 @@ def migrate(engine: Engine, what: str = "The results store") -> int:
     >>> from labelgate.pipeline.database import make_engine
     >>> engine = make_engine("sqlite://")
     >>> migrate(engine), migrate(engine), schema_version(engine)
-    (4, 4, 4)
+    (5, 5, 5)
     """
     with transaction(engine, write=True, lock=MIGRATION_LOCK) as conn:
         t.schema_version_table.create(conn, checkfirst=True)

@@ -194,6 +194,39 @@ Index(
     postgresql_where=_CANDIDATE,
 )
 
+# The tallies a pass adds, kept apart until they are folded into ``labelgate_monitor_pairs`` (fewer than
+# ``labelgate.monitor.rater_store.FOLD_ROWS`` rows a stream between passes; a pass that adds many pairs holds more
+# until the fold at its end): a pass writes the pages of this small table instead of
+# scattering its tallies over the pages of every pair tallied so far. ``base_n`` and ``base_agree`` copy the pair's row
+# of the main table (which does not change until the fold); ``candidate``: ``base_n + n >= min_pair_items``.
+pair_deltas_table = Table(
+    "labelgate_monitor_pair_deltas",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),
+    Column("rater_a", String(200), primary_key=True),
+    Column("rater_b", String(200), primary_key=True),
+    Column("n", Integer, nullable=False),
+    Column("agree", Integer, nullable=False),
+    Column("base_n", Integer, nullable=False),
+    Column("base_agree", Integer, nullable=False),
+    Column("candidate", Boolean, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+_DELTA_CANDIDATE = pair_deltas_table.c.candidate.is_(True)
+Index(
+    "ix_labelgate_monitor_pair_deltas_candidates",
+    pair_deltas_table.c.stream_id,
+    pair_deltas_table.c.candidate,
+    pair_deltas_table.c.n,
+    pair_deltas_table.c.agree,
+    pair_deltas_table.c.base_n,
+    pair_deltas_table.c.base_agree,
+    sqlite_where=_DELTA_CANDIDATE,
+    postgresql_where=_DELTA_CANDIDATE,
+)
+
 windows_table = Table(
     "labelgate_monitor_windows",
     metadata,

@@ -11,8 +11,9 @@ in the GX layer) runs the queries; this module decides, in the order the pandas 
    :class:`~labelgate.errors.ParameterError`);
 4. the item ids and the labels, each once; the categories (given, or the sorted labels; a label outside the
    given list is an error naming it);
-5. the (pool, item rank, label rank, count) rows, from which :meth:`labelgate.Ratings.from_aggregates` builds
-   each pool on one item index shared by the pools.
+5. the (pool, item rank, label rank, count) rows — which must add up to the tallies' labelled judgements, each
+   under a label found (else the batch changed between the queries: an error) — from which
+   :meth:`labelgate.Ratings.from_aggregates` builds each pool on one item index shared by the pools.
 
 **Item order.** Items are in sorted id order (sorted in Python, not by the database's collation, which differs
 between servers). The item bootstrap draws items by position, so the same ``seed`` gives the same interval as the
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from labelgate.errors import InputError, LabelGateError, ParameterError, Reason
 from labelgate.sqlagg.backend import AggregateBackend, Scope
 from labelgate.sqlagg.pools import (
     Pools,
+    counts_digest,
     missing_pool,
     missing_pool_column,
     missing_question,
@@ -65,6 +67,16 @@ class Aggregated:
     columns: list[str] | None = None
     trusted_error: LabelGateError | None = None
     pool_column: str | None = None
+    #: The pools' :func:`~labelgate.sqlagg.pools.counts_digest`, computed once (:meth:`digests`).
+    _digests: dict[str, str | None] | None = field(default=None, repr=False)
+
+    def digests(self) -> dict[str, str | None]:
+        """``{"crowd": …, "trusted": …}``: each pool's counts digest (None for no pool), computed on the first call
+        and shared by every expectation that uses these aggregates."""
+        if self._digests is None:
+            crowd, trusted = (self.pools.crowd, self.pools.trusted) if self.pools is not None else (None, None)
+            self._digests = {"crowd": counts_digest(crowd), "trusted": counts_digest(trusted)}
+        return self._digests
 
     def pools_for(self, need_trusted: bool) -> Pools:
         """The pools, or the error the pandas path raises for a metric that does (not) need the trusted pool.
@@ -229,6 +241,7 @@ class AggregatePlan:
         db_labels = backend.distinct(scope, scope.label, "labelled")
         categories = self.categories(db_labels)
         item_ids, rows = backend.item_label_counts(scope, db_labels)
+        self.check_counts(tallies, selected, rows, len(db_labels))
         position = {c: k for k, c in enumerate(categories)}
         category_of_rank = np.asarray([position[v] for v in db_labels], dtype=np.int64)
         items = sorted_values(item_ids)
@@ -246,6 +259,28 @@ class AggregatePlan:
                                                  level=self.kw["level"], n_dropped_missing=tallies[pool][3]))
         crowd, trusted = pools[0], (pools[1] if len(pools) > 1 else None)
         return Pools(crowd, trusted, pool_coverage(crowd, trusted))
+
+    def check_counts(self, tallies: Mapping[Any, tuple[int, int, int, int]], selected: list[Any],
+                     rows: np.ndarray, n_labels: int) -> None:
+        """The counts hold every labelled judgement the tallies found, each under a known label.
+
+        Two scans read the batch (the tallies, then the counts). Their totals disagree when rows were added or
+        deleted between them, or when a label found by the first does not compare equal to itself in the second
+        (a ``real`` / float4 column compared with the float the driver returned); either way the batch is refused
+        rather than counted under the wrong labels. A write between the scans that leaves every pool's number of
+        labelled judgements unchanged is not seen: validate a table that is not being written to."""
+        for code, pool in enumerate(selected):
+            mine = rows[:, 0] == (self.pool_values.index(pool) if pool is not None else code)
+            labelled = tallies[pool][0] - tallies[pool][3]
+            bad = rows[mine, 2]
+            if int(rows[mine, 3].sum()) != labelled or (bad.size and (bad.min() < 0 or bad.max() >= n_labels)):
+                where = f" in pool {pool!r}" if pool is not None else ""
+                raise InputError(f"The batch's counts do not add up: {labelled} labelled judgement(s){where} "
+                                 f"were counted, but the item x label counts hold {int(rows[mine, 3].sum())} under "
+                                 "the labels found. Either the batch changed while it was aggregated (validate a "
+                                 "batch that is not being written to: a snapshot, or a row condition on a load "
+                                 "time), or a label does not compare equal to itself in the database (a `real` "
+                                 "column: cast it to double precision in a view).", Reason.UNREADABLE_INPUT)
 
     def categories(self, labels: list[Any]) -> list[Any]:
         """The given ``categories``, or the sorted labels of the batch; a label outside the list is an error."""

@@ -1,10 +1,13 @@
 """The :class:`~labelgate.sqlagg.backend.AggregateBackend` of a SQLAlchemy selectable (any SQL database).
 
 The queries are SQLAlchemy Core over the batch selectable (a table, or a SELECT — a row condition, a query —
-used as a subquery). The item x category counts are a plain ``GROUP BY pool, item, label`` (no window), numbered on
-the client against the distinct item ids and labels the plan fetched once, and streamed through a server-side
-cursor where the driver has one (``stream_results``: PostgreSQL's named cursors), so the client holds one chunk of
-rows at a time and the int64 array of all of them. SQLAlchemy is imported lazily.
+used as a subquery). Two of them read every row of the batch: the tallies, grouped by pool and label (which give
+the labels too), and the item x category counts — one row per item with a column per (pool, label) when those are
+few (:data:`WIDE_CELLS`), else one row per (pool, item, label); no window, no query of the distinct item ids (the
+client numbers the ids the rows carry). On PostgreSQL through psycopg 3 the integer rows come through a binary
+``COPY`` (:mod:`labelgate.sqlagg.pgcopy`: planned with parallel workers, parsed by numpy); elsewhere through a
+streaming cursor (``stream_results``) in chunks of :data:`CHUNK`. The client holds one chunk at a time and the
+int64 array of the rows. SQLAlchemy is imported lazily.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ from typing import Any
 import numpy as np
 
 from labelgate.sqlagg.backend import Scope, Within
+from labelgate.sqlagg.pgcopy import copies, copy_int64
 from labelgate.sqlagg.plan import sorted_values
 
 #: Rows per chunk of the streamed count rows.
 CHUNK = 50_000
+#: At most this many pools x labels: the counts come as one row per item, a column per (pool, label).
+WIDE_CELLS = 16
 #: Labels numbered by the database with a ``CASE`` (more: numbered on the client from their values).
 _CASE_LABELS = 256
 
@@ -46,6 +52,8 @@ class SqlAlchemyBackend:
         self.execute, self.connect, self.dialect = execute, connect, dialect
         self.queries = self.rows_fetched = 0
         self.duplicate_check = ""
+        #: The scope of the last :meth:`tallies` and the labels of its ``"labelled"`` rows.
+        self.labelled: tuple[Scope, list[Any]] | None = None
 
     @classmethod
     def on_connection(cls, connection: Any, selectable: Any) -> SqlAlchemyBackend:
@@ -85,9 +93,16 @@ class SqlAlchemyBackend:
         return out
 
     def stream(self, query: Any, width: int) -> np.ndarray:
-        """The integer rows of ``query`` as an (n, width) int64 array, read in chunks of :data:`CHUNK`."""
+        """The integer rows of ``query`` (none NULL) as an (n, width) int64 array: through a binary ``COPY`` on
+        PostgreSQL with psycopg (:func:`~labelgate.sqlagg.pgcopy.copy_int64`), else a streaming cursor read in
+        chunks of :data:`CHUNK`."""
         chunks: list[np.ndarray] = []
         with self.connect() as connection:
+            if copies(connection):
+                rows = copy_int64(connection, query, width)
+                self.queries += 1
+                self.rows_fetched += len(rows)
+                return rows
             # options on the statement, not the connection (which keeps them in SQLAlchemy 2 and may be shared)
             result = connection.execute(query.execution_options(stream_results=True, max_row_buffer=CHUNK))
             for part in result.partitions(CHUNK):
@@ -108,17 +123,34 @@ class SqlAlchemyBackend:
         return [str(c) for c in result.keys()]
 
     def tallies(self, scope: Scope) -> dict[Any, tuple[int, int, int, int]]:
-        """Per pool: (rows, rows without an item id, without a rater id, without a label)."""
+        """Per pool: (rows, rows without an item id, without a rater id, without a label).
+
+        One scan grouped by pool and label (``count(*)``, ``count(item)``, ``count(rater)`` per group) gives the
+        tallies and, in the same pass, the labels of the ``"labelled"`` rows (a label whose group has an item id),
+        which :meth:`distinct` then returns without a second scan of the batch.
+        """
         import sqlalchemy as sa
 
-        def nulls(name: str) -> Any:
-            return sa.func.coalesce(sa.func.sum(sa.case((self.col(name).is_(None), 1), else_=0)), 0)
-
-        keys = [self.col(scope.pool)] if scope.pool is not None else []
-        rows = self.fetch(sa.select(*keys, sa.func.count(), nulls(scope.item), nulls(scope.rater), nulls(scope.label))
-                          .select_from(self.source).where(*self.where(scope, "pools")).group_by(*keys))
-        tallies = {(row[0] if keys else None): tuple(int(v) for v in row[len(keys):]) for row in rows}
-        return {pool: t for pool, t in tallies.items() if t[0] > 0}  # type: ignore[misc]
+        label = self.col(scope.label)
+        keys = ([self.col(scope.pool)] if scope.pool is not None else []) + [label]
+        rows = self.fetch(sa.select(*keys, sa.func.count(), sa.func.count(self.col(scope.item)),
+                                    sa.func.count(self.col(scope.rater)))
+                          .select_from(self.source).where(*self.where(scope, "pools")).group_by(*keys)
+                          .order_by(label))
+        tallies: dict[Any, list[int]] = {}
+        labelled: dict[Any, None] = {}
+        for row in rows:
+            pool, value, (n, items, raters) = (row[0] if scope.pool is not None else None), row[-4], row[-3:]
+            t = tallies.setdefault(pool, [0, 0, 0, 0])
+            t[0] += n
+            t[1] += n - items
+            t[2] += n - raters
+            if value is None:
+                t[3] += n
+            elif items:
+                labelled[value] = None
+        self.labelled = (scope, list(labelled))
+        return {pool: (t[0], t[1], t[2], t[3]) for pool, t in tallies.items() if t[0] > 0}
 
     def count(self, scope: Scope, within: Within) -> int:
         """The number of rows ``within``."""
@@ -128,9 +160,13 @@ class SqlAlchemyBackend:
                               .where(*self.where(scope, within)))[0][0])
 
     def distinct(self, scope: Scope, column: str, within: Within, limit: int | None = None) -> list[Any]:
-        """The distinct non-missing values of ``column``, ascending in the database's order."""
+        """The distinct non-missing values of ``column``, ascending in the database's order (the labels of the
+        ``"labelled"`` rows as :meth:`tallies` found them, when it ran on ``scope``)."""
         import sqlalchemy as sa
 
+        if (column == scope.label and within == "labelled" and limit is None and self.labelled is not None
+                and self.labelled[0] == scope):
+            return list(self.labelled[1])
         c = self.col(column)
         query = (sa.select(c).select_from(self.source).where(*self.where(scope, within), c.is_not(None))
                  .group_by(c).order_by(c))
@@ -223,49 +259,79 @@ class SqlAlchemyBackend:
     def item_label_counts(self, scope: Scope, labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
         """The item ids and the (pool code, item rank, label rank, count) rows per (pool, item, label).
 
-        ``GROUP BY pool, item, label`` only, with the label's position in ``labels`` (a ``CASE`` over the few
-        labels): no ``dense_rank()`` window sorting every group on the server, and no query of the distinct item
-        ids — the rows carry them, and the client numbers them in Python's sorted order (integer ids with
-        ``numpy.unique``, others with a dictionary). Streamed in chunks of :data:`CHUNK`; the client holds the
-        int64 rows and one id per row of a chunk.
+        One row per item when the pools x labels are few (at most :data:`WIDE_CELLS`): ``GROUP BY item`` with one
+        ``count(CASE WHEN pool = p AND label = v THEN 1 END)`` column per pool and label; else one row per (pool,
+        item, label): ``GROUP BY pool, item, label`` with the label's position (a ``CASE`` over the labels). No
+        window sorts the groups on the server and no query of the distinct item ids runs: the rows carry them,
+        and the client numbers them in Python's sorted order (integer ids with ``numpy.unique``, others with a
+        dictionary). On PostgreSQL through psycopg, with integer item ids and coded labels, the rows come through
+        a binary ``COPY`` (:func:`~labelgate.sqlagg.pgcopy.copy_int64`: parallel workers allowed, parsed by
+        numpy); elsewhere through a streaming cursor in chunks of :data:`CHUNK`. The client holds the int64 rows
+        and one id per row of a chunk.
         """
         import sqlalchemy as sa
 
-        item = self.col(scope.item)
-        pool_code: Any = sa.literal(0)
-        if scope.pool is not None:
-            pool_code = sa.case(*((self.col(scope.pool) == v, k) for k, v in enumerate(scope.pools)), else_=-1)
-        keys = ([self.col(scope.pool)] if scope.pool is not None else []) + [item, self.col(scope.label)]
+        item, label = self.col(scope.item), self.col(scope.label)
+        pools: tuple[Any, ...] = scope.pools if scope.pool is not None else (None,)
         coded = len(labels) <= _CASE_LABELS  # else the client numbers the labels too
-        label = self.label_code(scope, labels) if coded else self.col(scope.label)
-        query = (sa.select(pool_code, item, label, sa.func.count())
-                 .select_from(self.source).where(*self.where(scope, "labelled")).group_by(*keys))
-        where_label = {v: k for k, v in enumerate(labels)}
-        typed = self.dialect != "sqlite"  # SQLite's columns may mix value types: each id is looked at
-        chunks: list[np.ndarray] = []
-        ids: list[np.ndarray] = []
-        with self.connect() as connection:
-            result = connection.execute(query.execution_options(stream_results=True, max_row_buffer=CHUNK))
-            for part in result.partitions(CHUNK):
-                if coded and typed and type(part[0][1]) is int:  # one integer column type: every id is an int
-                    block = np.fromiter(chain.from_iterable(part), dtype=np.int64, count=4 * len(part))
-                    chunks.append(block.reshape(len(part), 4))
-                    ids.append(chunks[-1][:, 1].copy())
-                    continue
-                pool, values, label_values, count = zip(*part, strict=True)
-                ids.append(_ids(values))
-                chunks.append(np.column_stack([
-                    np.asarray(pool, dtype=np.int64), np.zeros(len(part), dtype=np.int64),
-                    np.asarray(label_values, dtype=np.int64) if coded
-                    else np.fromiter((where_label[v] for v in label_values), dtype=np.int64, count=len(part)),
-                    np.asarray(count, dtype=np.int64)]))
-        self.queries += 1
-        rows = np.concatenate(chunks) if chunks else np.empty((0, 4), dtype=np.int64)
-        self.rows_fetched += len(rows)
-        items, rows[:, 1] = _number(ids)
+        wide = coded and len(pools) * len(labels) <= WIDE_CELLS
+        if wide:
+            def cell(pool: Any, value: Any) -> Any:
+                match = [self.col(str(scope.pool)) == pool] if pool is not None else []
+                return sa.func.count(sa.case((sa.and_(*match, label == value), 1)))
+
+            query = (sa.select(item, *[cell(p, v) for p in pools for v in labels]).select_from(self.source)
+                     .where(*self.where(scope, "labelled")).group_by(item))
+        else:
+            pool_code: Any = sa.literal(0)
+            if scope.pool is not None:
+                pool_code = sa.case(*((self.col(scope.pool) == v, k) for k, v in enumerate(scope.pools)), else_=-1)
+            keys = ([self.col(scope.pool)] if scope.pool is not None else []) + [item, label]
+            query = (sa.select(pool_code, item, self.label_code(scope, labels) if coded else label, sa.func.count())
+                     .select_from(self.source).where(*self.where(scope, "labelled")).group_by(*keys))
+        ids, rows = self.id_rows(scope, query, coded, labels)
+        items, codes = _number(ids)
+        if wide:
+            return items, _long(rows, codes, len(pools), len(labels))
+        rows = np.column_stack([rows[:, 0], codes, rows[:, 1:]])
         # a fixed (pool, item, label) order, whatever the server's grouping: the core centres the per-item moments
         # at the first row's value, so the rounding is the same on every run
         return items, rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]
+
+    def id_rows(self, scope: Scope, query: Any, coded: bool, labels: Sequence[Any]) -> tuple[list[np.ndarray],
+                                                                                             np.ndarray]:
+        """The item ids (the column ``scope.item`` of ``query``'s rows, in chunks) and the other columns as int64
+        (labels numbered by their position in ``labels`` when not ``coded``)."""
+        width = len(query.selected_columns)
+        at = next(k for k, c in enumerate(query.selected_columns) if getattr(c, "name", None) == scope.item)
+        with self.connect() as connection:
+            if coded and copies(connection) and self.integer_ids(scope):
+                rows = copy_int64(connection, query, width)
+                self.queries += 1
+                self.rows_fetched += len(rows)
+                return [rows[:, at].copy()], np.delete(rows, at, axis=1)
+            where_label = {v: k for k, v in enumerate(labels)}
+            chunks: list[np.ndarray] = []
+            ids: list[np.ndarray] = []
+            result = connection.execute(query.execution_options(stream_results=True, max_row_buffer=CHUNK))
+            for part in result.partitions(CHUNK):
+                columns = list(zip(*part, strict=True))
+                ids.append(_ids(columns.pop(at)))
+                if not coded:  # the long rows' label: numbered here (-1: not found by the tallies, refused later)
+                    columns[1] = tuple(where_label.get(v, -1) for v in columns[1])
+                chunks.append(np.asarray(columns, dtype=np.int64).T.reshape(len(part), width - 1))
+        self.queries += 1
+        rows = np.concatenate(chunks) if chunks else np.empty((0, width - 1), dtype=np.int64)
+        self.rows_fetched += len(rows)
+        return ids, rows
+
+    def integer_ids(self, scope: Scope) -> bool:
+        """Whether the item column holds integers (one id looked at: a PostgreSQL column has one type)."""
+        import sqlalchemy as sa
+
+        item = self.col(scope.item)
+        first = self.fetch(sa.select(item).select_from(self.source).where(*self.where(scope, "labelled")).limit(1))
+        return bool(first) and type(first[0][0]) is int
 
     def label_code(self, scope: Scope, labels: Sequence[Any]) -> Any:
         """The position of the row's label in ``labels`` (-1 for another label)."""
@@ -349,3 +415,16 @@ def _number(chunks: list[np.ndarray]) -> tuple[list[Any], np.ndarray]:
     items = sorted_values(dict.fromkeys(values.tolist()))
     where = {v: k for k, v in enumerate(items)}
     return items, np.fromiter((where[v] for v in values.tolist()), dtype=np.int64, count=len(values))
+
+
+def _long(wide: np.ndarray, codes: np.ndarray, n_pools: int, n_labels: int) -> np.ndarray:
+    """The (pool code, item code, label rank, count) rows of the non-zero cells of one row per item (``codes``:
+    each row's item code; the columns pool-major, then label), in (pool, item, label) order."""
+    order = np.argsort(codes, kind="stable")
+    cells, item_code = wide[order], codes[order]
+    parts = [np.empty((0, 4), dtype=np.int64)]
+    for p in range(n_pools):
+        block = cells[:, p * n_labels:(p + 1) * n_labels]
+        i, k = np.nonzero(block)  # row-major: by item, then label
+        parts.append(np.column_stack([np.full(len(i), p, dtype=np.int64), item_code[i], k, block[i, k]]))
+    return np.concatenate(parts)
