@@ -56,16 +56,22 @@ def _plans(url: str, statements: list[tuple[str, Any]]) -> list[tuple[str, list[
     return out
 
 
-def test_a_pass_reads_the_growing_tables_only_by_key_or_bounded_range(tmp_path: Path) -> None:
+def _sqlite_monitor(tmp_path: Path, *, annotations: int, min_pair_items: int) -> tuple[Path, str, Any]:
+    """A drop folder, a SQLite store URL and a monitor configuration over them (count windows, 20 resamples)."""
     drop = tmp_path / "drop"
     drop.mkdir()
     url = f"sqlite:///{tmp_path / 'r.db'}"
     cfg = monitor_config_from_dict({
         "store": {"url": url},
         "columns": {"timestamp": "timestamp"},
-        "monitor": {"source": {"path": str(drop), "pattern": "*.csv"}, "window": {"annotations": 60},
-                    "n_boot": 20, "raters": {"min_pair_items": 2}},
+        "monitor": {"source": {"path": str(drop), "pattern": "*.csv"}, "window": {"annotations": annotations},
+                    "n_boot": 20, "raters": {"min_pair_items": min_pair_items}},
     })
+    return drop, url, cfg
+
+
+def test_a_pass_reads_the_growing_tables_only_by_key_or_bounded_range(tmp_path: Path) -> None:
+    drop, url, cfg = _sqlite_monitor(tmp_path, annotations=60, min_pair_items=2)
     engine = make_engine(url)
     monitor = Monitor(cfg, engine=engine)
     rng = np.random.default_rng(7)
@@ -159,15 +165,7 @@ def test_a_pass_binds_at_most_999_variables_a_statement(tmp_path: Path) -> None:
     import pytest
     from sqlalchemy.exc import OperationalError
 
-    drop = tmp_path / "drop"
-    drop.mkdir()
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    cfg = monitor_config_from_dict({
-        "store": {"url": url},
-        "columns": {"timestamp": "timestamp"},
-        "monitor": {"source": {"path": str(drop), "pattern": "*.csv"}, "window": {"annotations": 500},
-                    "n_boot": 20, "raters": {"min_pair_items": 1}},
-    })
+    drop, url, cfg = _sqlite_monitor(tmp_path, annotations=500, min_pair_items=1)
     engine = make_engine(url)
 
     @event.listens_for(engine, "connect")
