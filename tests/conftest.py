@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,35 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set")
     pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver")
     return url
+
+
+@contextlib.contextmanager
+def postgres_database(prefix: str) -> Iterator[str]:
+    """A database of its own on the test PostgreSQL server (``LABELGATE_TEST_POSTGRES_URL``), dropped afterwards;
+    its URL. Skips, naming the cause, without the server, the psycopg driver or the right to create a database."""
+    url = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set: the PostgreSQL variant needs a server "
+                    "(eval \"$(scripts/services.sh postgres)\")")
+    pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver")
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        admin.dispose()
+        pytest.skip(f"cannot create a test database on the PostgreSQL server of LABELGATE_TEST_POSTGRES_URL: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    try:
+        yield make_url(url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 #: Loggers whose level, handlers or propagation the command line changes in its own process (``labelgate gate``

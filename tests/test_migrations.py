@@ -3,16 +3,14 @@ tables were on a chain of their own."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import inspect, text
 
+from conftest import postgres_database
 from labelgate.pipeline import migrations
 from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import make_engine
@@ -81,20 +79,8 @@ def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'db.sqlite'}"
         return
-    url = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set")
-    pytest.importorskip("psycopg", reason="the PostgreSQL variant needs the psycopg driver")
-    admin = create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
-    name = f"labelgate_migrate_{uuid.uuid4().hex[:10]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with postgres_database("labelgate_migrate") as url:
+        yield url
 
 
 def test_step_5_adds_the_pending_pair_tallies_and_a_step_4_store_keeps_its_tallies(fresh_url):

@@ -3,8 +3,6 @@ equal the core's on the current judgements — item sums and per-rater rows — 
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import postgres_database
 from labelgate.monitor import Monitor, judgements, monitor_config_from_dict, rater_store
 from labelgate.pipeline.sources.deliveries import restatement
 from labelgate.pipeline.sources.label_studio_delivery import Hints
@@ -127,25 +126,9 @@ def store_env(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
         monkeypatch.setenv("LG_RESTATE_STORE", f"sqlite:///{tmp_path / 'results.db'}")
         yield "LG_RESTATE_STORE"
         return
-    url = os.environ.get("LABELGATE_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("LABELGATE_TEST_POSTGRES_URL is not set: the PostgreSQL variant needs a server "
-                    "(eval \"$(scripts/services.sh postgres)\")")
-    pytest.importorskip("psycopg", reason="the PostgreSQL variant needs the psycopg driver")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    admin = create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
-    name = f"labelgate_restate_{uuid.uuid4().hex[:10]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        monkeypatch.setenv("LG_RESTATE_STORE", make_url(url).set(database=name).render_as_string(hide_password=False))
+    with postgres_database("labelgate_restate") as url:
+        monkeypatch.setenv("LG_RESTATE_STORE", url)
         yield "LG_RESTATE_STORE"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def test_an_update_replaces_a_deletion_removes_and_both_are_counted(tmp_path, store_env):

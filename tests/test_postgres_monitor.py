@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,29 +21,16 @@ if not PG_URL:
 pytest.importorskip("psycopg", reason="the PostgreSQL tests need the psycopg driver (pip install 'labelgate[postgres]')")
 
 from sqlalchemy import create_engine, text  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
 
+from conftest import postgres_database  # noqa: E402
 from labelgate.monitor import Monitor, history, monitor_config_from_dict  # noqa: E402
 from labelgate.pipeline.synth import scenario_named, simulate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def pg_url():
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
-    name = f"labelgate_monitor_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    except Exception as exc:
-        admin.dispose()
-        pytest.skip(f"cannot create a test database on the PostgreSQL server of LABELGATE_TEST_POSTGRES_URL: "
-                    f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
-    try:
-        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with postgres_database("labelgate_monitor") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
