@@ -209,3 +209,27 @@ def test_copy_binds_parameters_of_columns_with_any_name_and_names_a_failing_quer
             pgcopy.copy_int64(pg_connection, failing, 1)
     finally:
         pg_connection.rollback()
+
+
+def test_a_real_label_column_is_refused_not_counted_under_the_wrong_label(pg_connection):
+    # float4 labels come back from the driver as floats that do not compare equal to the stored values: the counts
+    # then miss judgements the tallies found, and the batch is refused with both possible causes named
+    from labelgate.sqlagg.plan import aggregate
+
+    name = f"lg_real_{uuid.uuid4().hex[:8]}"
+    table = sa.Table(name, sa.MetaData(), sa.Column("item_id", sa.BigInteger), sa.Column("rater_id", sa.BigInteger),
+                     sa.Column("label", sa.REAL), sa.Column("pool", sa.Text))
+    table.create(pg_connection)
+    try:
+        pg_connection.execute(table.insert(), [
+            {"item_id": item, "rater_id": rater, "label": label, "pool": pool}
+            for item, rater, label, pool in ((1, 1, 0.1, "crowd"), (1, 2, 0.7, "crowd"), (2, 1, 0.7, "crowd"),
+                                             (2, 2, 0.7, "crowd"), (1, 9, 0.1, "trusted"), (2, 9, 0.7, "trusted"))])
+        kw = dict(item_column="item_id", rater_column="rater_id", label_column="label", pool_column="pool",
+                  question_column=None, question=None, crowd_pool="crowd", trusted_pool="trusted", level="nominal",
+                  categories=None, duplicates="error")
+        result = aggregate(SqlAlchemyBackend.on_connection(pg_connection, sa.table(name)), kw)
+        assert isinstance(result.error, InputError)
+        assert "counts do not add up" in str(result.error) and "`real` column" in str(result.error)
+    finally:
+        pg_connection.rollback()
