@@ -6,7 +6,7 @@ numpy only. Used by every `Ratings` constructor and by the Dask build, which res
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -136,15 +136,24 @@ def resolve_categories(uniques: np.ndarray, categories: Sequence[Any] | None, le
 
 
 def _sorted_categories(observed: list[Any], level: Level, value_column: str) -> tuple[Any, ...]:
-    unique = list(dict.fromkeys(observed))
+    return tuple(sorted_distinct(observed, ordinal=level == "ordinal", column=value_column))
+
+
+def sorted_distinct(values: Iterable[Any], *, ordinal: bool = False, column: str = "") -> list[Any]:
+    """Sorted distinct values; mixed types (a SQLite column may hold them) by type name, then text.
+
+    Mixed types cannot be ordered for an ordinal level: :class:`~labelgate.errors.InputError`
+    (``unsortable_categories``) names ``column``.
+    """
+    unique = list(dict.fromkeys(values))
     try:
-        return tuple(sorted(unique))
+        return sorted(unique)
     except TypeError:
-        if level == "ordinal":
-            raise InputError(f"Column {value_column!r} mixes value types that cannot be ordered; pass an "
+        if ordinal:
+            raise InputError(f"Column {column!r} mixes value types that cannot be ordered; pass an "
                              "explicit ordered 'categories' list for an ordinal level.",
-                             Reason.UNSORTABLE_CATEGORIES, column=value_column) from None
-        return tuple(sorted(unique, key=lambda v: (type(v).__name__, str(v))))
+                             Reason.UNSORTABLE_CATEGORIES, column=column) from None
+        return sorted(unique, key=lambda v: (type(v).__name__, str(v)))
 
 
 def _as_number(value: Any, column: str, level: str) -> float | int:

@@ -115,8 +115,6 @@ def prepare(config: GateConfig, batch: SqlBatch, out: Path) -> steps.Prepared:
         info = batch.summary[role]
         prepared.summary[info["table"]].update(n_valid=info["n_valid"],
                                                quarantine_rows_written=len(batch.quarantine.get(role, ())))
-        if info["n_valid"] == 0:
-            raise InputError(f"No valid row is left in the {'batch' if role == 'crowd' else 'trusted'} table after "
-                             "validation.", Reason.EMPTY_INPUT)
+        steps.require_valid(info["n_valid"], "batch" if role == "crowd" else "trusted")
     prepared.summary["sql"] = dict(batch.report)
     return prepared

@@ -204,5 +204,10 @@ def _slug(name: str) -> str:
 
 def require_rows(frame: pd.DataFrame, what: str) -> None:
     """Stop with an input error when validation left no row to measure."""
-    if frame.empty:
+    require_valid(len(frame), what)
+
+
+def require_valid(n_valid: int, what: str) -> None:
+    """Stop with an input error when validation left no row of the ``what`` table (its number of valid rows)."""
+    if n_valid == 0:
         raise InputError(f"No valid row is left in the {what} table after validation.", Reason.EMPTY_INPUT)

@@ -30,7 +30,7 @@ from great_expectations.validator.metric_configuration import MetricConfiguratio
 from labelgate.core.estimate import DEFAULT_CI_METHOD, Estimate
 from labelgate.core.ratings import Ratings, ratings_by_pool
 from labelgate.errors import ParameterError, Reason
-from labelgate.gx._spark import spark_metric, spark_pools  # pyspark: imported by the Spark backend
+from labelgate.gx._spark import spark_pools  # pyspark: imported by the Spark backend
 from labelgate.gx._sql import AGGREGATE_KEYS, refusal, refuse, sql_metric, sql_pools  # SQLAlchemy: imported by the plan
 from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
 from labelgate.metrics.spa import WEIGHTINGS, spa
@@ -315,14 +315,14 @@ class LabelGateTableMetric(TableMetricProvider):
              metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
         kw = dict(metric_value_kwargs)
         refuse(cls.metric_name, kw)  # before the aggregates: a refused metric does not depend on them
-        return sql_metric(cls.metric_name, cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
+        return sql_metric(cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
 
     @metric_value(engine=SparkDFExecutionEngine)
     def _spark(cls, execution_engine: SparkDFExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
                metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
         kw = dict(metric_value_kwargs)
         refuse(cls.metric_name, kw, "spark")  # before the aggregates: a refused metric does not depend on them
-        return spark_metric(cls.metric_name, cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
+        return sql_metric(cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
 
     @classmethod
     def _get_evaluation_dependencies(cls, metric: MetricConfiguration, configuration: Any = None,

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from labelgate.errors import DesignError, InputError, Reason
-from labelgate.gx._sql import sql_metric
-from labelgate.sqlagg import Aggregated, Pools, Scope, Within, aggregate
+from labelgate.sqlagg import Aggregated, Scope, Within, aggregate
 
 #: The dialect named in ``details.sql`` of a Spark batch.
 DIALECT = "spark"
@@ -234,10 +233,3 @@ def _pyspark_version() -> str:
 def spark_pools(df: Any, kw: dict[str, Any]) -> Aggregated:
     """The aggregate plan over a Spark batch (the value of ``labelgate.table.sql_pools`` on Spark)."""
     return aggregate(SparkBackend(df), kw)
-
-
-def spark_metric(metric_name: str, finish: Callable[[Pools, dict[str, Any]], dict[str, Any]],
-                 aggregated: Aggregated, kw: dict[str, Any], *, need_trusted: bool) -> dict[str, Any]:
-    """The metric of a Spark batch: :func:`labelgate.gx._sql.sql_metric` (``finish`` on the pools built from the
-    aggregates; ``details.sql`` reports the fetch, ``dialect`` ``"spark"``), after the Spark refusal."""
-    return sql_metric(metric_name, finish, aggregated, kw, need_trusted=need_trusted, engine="spark")

@@ -79,23 +79,20 @@ def refuse(metric_name: str, kw: dict[str, Any], engine: str = "sql") -> None:
                           Reason.INCOMPATIBLE_RATINGS, engine=engine)
 
 
-def sql_metric(metric_name: str, finish: Callable[[Pools, dict[str, Any]], dict[str, Any]],
-               aggregated: Aggregated, kw: dict[str, Any], *, need_trusted: bool,
-               engine: str = "sql") -> dict[str, Any]:
-    """The metric of a SQL (or Spark: ``engine``) batch: ``finish`` (a ``pools_*``) on the pools built from the
-    engine's aggregates.
+def sql_metric(finish: Callable[[Pools, dict[str, Any]], dict[str, Any]], aggregated: Aggregated,
+               kw: dict[str, Any], *, need_trusted: bool) -> dict[str, Any]:
+    """The metric of a SQL or Spark batch: ``finish`` (a ``pools_*``) on the pools built from the engine's
+    aggregates. The provider has refused a metric that needs rater identity (:func:`refuse`) before: such a
+    metric does not depend on the aggregates.
 
     ``details.sql`` reports the shared fetch: ``fetch_id`` is the same for every expectation that used it.
 
     Raises
     ------
-    DesignError
-        For a metric that needs rater identity (:data:`NEEDS_RATERS`, :data:`IRR_NEEDS_RATERS`).
     ParameterError, InputError
         As the pandas path: a parameter naming what the batch does not hold, missing ids, duplicate
         judgements, labels outside ``categories``.
     """
-    refuse(metric_name, kw, engine)
     pools = aggregated.pools_for(need_trusted)
     out = finish(pools, kw)
     # what the statistic read: a reader that aggregated the same table before can check it did not change since

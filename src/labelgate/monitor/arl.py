@@ -165,9 +165,14 @@ def baseline_persistence(drift: Any, h: float, level: float, window_se: float, s
     """
     if drift.change.arl0 is None:
         return int(drift.open_after)
-    z = _NORMAL.inv_cdf(0.5 + level / 2.0) if drift.baseline_rule == "ci_high" else 0.0
-    p0 = breach_probability(0.0, window_se, spread, 0.0, z)  # the level exactly at the threshold
+    p0 = breach_probability(0.0, window_se, spread, 0.0, breach_z(drift, level))  # the level at the threshold
     return max(int(drift.open_after), persistence(run_length(drift.change.k, h), p0))
+
+
+def breach_z(drift: Any, level: float) -> float:
+    """The interval's half-width in standard errors that the baseline rule compares: the interval's upper end
+    (``ci_high``, at ``level``) or the value itself (0)."""
+    return _NORMAL.inv_cdf(0.5 + level / 2.0) if drift.baseline_rule == "ci_high" else 0.0
 
 
 def breach_probability(level: float, window_se: float, spread: float, threshold: float, z: float) -> float:

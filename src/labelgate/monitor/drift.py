@@ -132,12 +132,18 @@ def step(
     return events
 
 
+def _reference_scale(c: dict[str, Any], drift: Any) -> tuple[bool, float, float]:
+    """Whether the series' reference is known, and its window standard error and spread (1, 1 before: intervals
+    as wide as the windows vary)."""
+    if c["n"] < max(2, drift.change.reference_windows):
+        return False, 1.0, 1.0
+    _, tau2, mean_var = cusum.reference(c)
+    return True, math.sqrt(mean_var), math.sqrt(mean_var + tau2)
+
+
 def _persistence(c: dict[str, Any], drift: Any, level: float, h: float) -> int:
     """Consecutive breaches before a baseline episode opens, with the series' reference once it has one."""
-    s = spread = 1.0  # before the reference is known: intervals as wide as the windows vary
-    if c["n"] >= max(2, drift.change.reference_windows):
-        _, tau2, mean_var = cusum.reference(c)
-        s, spread = math.sqrt(mean_var), math.sqrt(mean_var + tau2)
+    _, s, spread = _reference_scale(c, drift)
     return arl.baseline_persistence(drift, h, level, s, spread)
 
 
@@ -146,16 +152,12 @@ def baseline_spend(state: dict[str, Any], threshold: float | None, drift: Any, l
     breach probability of the level its reference shows, at most that of a level at the threshold (the worst
     in-control case, also before the reference is known or without a threshold)."""
     c = cusum.upgrade(state["change"])
-    s = spread = 1.0
-    known = c["n"] >= max(2, drift.change.reference_windows)
-    if known:
-        _, tau2, mean_var = cusum.reference(c)
-        s, spread = math.sqrt(mean_var), math.sqrt(mean_var + tau2)
-    z = NormalDist().inv_cdf(0.5 + level / 2.0) if drift.baseline_rule == "ci_high" else 0.0
+    known, s, spread = _reference_scale(c, drift)
+    z = arl.breach_z(drift, level)
     p = arl.breach_probability(0.0, s, spread, 0.0, z)
     if known and threshold is not None:
         p = min(p, arl.breach_probability(cusum.reference(c)[0], s, spread, float(threshold), z))
-    return arl.spend(p, _persistence(c, drift, level, h))
+    return arl.spend(p, arl.baseline_persistence(drift, h, level, s, spread))
 
 
 def change_limit(states: dict[str, dict[str, Any]], thresholds: dict[str, float | None], baseline: list[str],

@@ -90,7 +90,7 @@ def _finding(question: str, metric: str, rows: list[dict[str, Any]], cfg: Monito
     parts = []
     if baseline:
         threshold = float(next(r["threshold"] for r in reversed(rows) if r["threshold"] is not None))
-        z = _NORMAL.inv_cdf(0.5 + level_ci / 2.0) if drift.baseline_rule == "ci_high" else 0.0
+        z = arl.breach_z(drift, level_ci)
         p = arl.breach_probability(m, s, spread, threshold, z)
         runs = arl.baseline_persistence(drift, h, level_ci, s, spread)
         every = arl.runs_arl(p, runs)

@@ -26,12 +26,13 @@ The entry points: :func:`aggregate` (the pools or the error, and what the querie
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from labelgate.core.categories import sorted_distinct
 from labelgate.core.ratings import Ratings
 from labelgate.errors import InputError, LabelGateError, ParameterError, Reason
 from labelgate.sqlagg.backend import AggregateBackend, Scope
@@ -244,7 +245,7 @@ class AggregatePlan:
         self.check_counts(tallies, selected, rows, len(db_labels))
         position = {c: k for k, c in enumerate(categories)}
         category_of_rank = np.asarray([position[v] for v in db_labels], dtype=np.int64)
-        items = sorted_values(item_ids)
+        items = sorted_distinct(item_ids)
         item_codes = rows[:, 1]
         if items != item_ids:  # Python's order differs from the database's collation: re-number
             where = {v: k for k, v in enumerate(items)}
@@ -292,23 +293,10 @@ class AggregatePlan:
                                  "numbers.", Reason.NON_NUMERIC_VALUE, column=name, value=bad)
         given = self.kw.get("categories")
         if given is None:
-            return sorted_values(labels, ordinal=level == "ordinal", column=name)
+            return sorted_distinct(labels, ordinal=level == "ordinal", column=name)
         allowed = set(given)
-        unknown = sorted_values(v for v in labels if v not in allowed)
+        unknown = sorted_distinct(v for v in labels if v not in allowed)
         if unknown:
             raise InputError(f"Column {name!r} has value {unknown[0]!r}, which is not one of the categories "
                              f"{list(given)}.", Reason.UNKNOWN_CATEGORY, column=name, value=unknown[0])
         return list(given)
-
-
-def sorted_values(values: Iterable[Any], *, ordinal: bool = False, column: str = "") -> list[Any]:
-    """Sorted distinct values; mixed types (a SQLite column may hold them) by type name, then text."""
-    unique = list(dict.fromkeys(values))
-    try:
-        return sorted(unique)
-    except TypeError:
-        if ordinal:
-            raise InputError(f"Column {column!r} mixes value types that cannot be ordered; pass an explicit "
-                             "ordered 'categories' list for an ordinal level.", Reason.UNSORTABLE_CATEGORIES,
-                             column=column) from None
-        return sorted(unique, key=lambda v: (type(v).__name__, str(v)))

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from labelgate.core.categories import sorted_distinct
 from labelgate.errors import InputError, Reason
 from labelgate.metrics.diagnostics import (
     PairTable,
@@ -29,7 +30,6 @@ from labelgate.metrics.diagnostics import (
     diagnostics_from_sums,
 )
 from labelgate.sqlagg.backend import AggregateBackend, Scope
-from labelgate.sqlagg.plan import sorted_values
 
 #: Labels a question may have for its raters to be diagnosed in the database (two count columns per label).
 MAX_CONTEXT_LABELS = 64
@@ -96,7 +96,7 @@ def rater_evidence(backend: AggregateBackend, scope: Scope, labels: Sequence[Any
     q, width = len(categories), len(labels)
     raters, table = backend.rater_contexts(scope, labels)
     first, second, pair_table = backend.rater_pairs(scope, labels)
-    rater_ids = sorted_values(raters)
+    rater_ids = sorted_distinct(raters)
     where = {v: k for k, v in enumerate(rater_ids)}
     codes = np.asarray([where[v] for v in raters], dtype=np.int64)
     crowd, trusted = np.zeros((len(codes), q)), np.zeros((len(codes), q))

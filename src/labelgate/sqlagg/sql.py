@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from labelgate.core.categories import sorted_distinct
 from labelgate.sqlagg.backend import Scope, Within
 from labelgate.sqlagg.pgcopy import copies, copy_int64
-from labelgate.sqlagg.plan import sorted_values
 
 #: Rows per chunk of the streamed count rows.
 CHUNK = 50_000
@@ -412,7 +412,7 @@ def _number(chunks: list[np.ndarray]) -> tuple[list[Any], np.ndarray]:
         unique, inverse = np.unique(np.concatenate(chunks), return_inverse=True)
         return unique.tolist(), inverse.astype(np.int64).ravel()
     values = np.concatenate([c.astype(object) for c in chunks])
-    items = sorted_values(dict.fromkeys(values.tolist()))
+    items = sorted_distinct(dict.fromkeys(values.tolist()))
     where = {v: k for k, v in enumerate(items)}
     return items, np.fromiter((where[v] for v in values.tolist()), dtype=np.int64, count=len(values))
 

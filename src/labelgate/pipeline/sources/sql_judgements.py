@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from labelgate.core.categories import sorted_distinct
 from labelgate.pipeline.config import ConfigError
-from labelgate.sqlagg.plan import sorted_values
 from labelgate.sqlagg.sql import SqlAlchemyBackend
 
 if TYPE_CHECKING:
@@ -58,12 +58,12 @@ def coded_judgements(connection: Any, query: str, level: str, categories: tuple[
     pool_code = sa.case((judged.c.pool == trusted_pool, 1), else_=0)
     rows = backend.stream(sa.select(pool_code, *[sa.func.dense_rank().over(order_by=judged.c[k]) - 1
                                                  for k in ("item_id", "rater_id", "label")]).select_from(judged), 4)
-    cats = list(categories) if categories is not None else sorted_values(ids["label"])
+    cats = list(categories) if categories is not None else sorted_distinct(ids["label"])
     position = {c: k for k, c in enumerate(cats)}
     label_code = np.asarray([position[v] for v in ids["label"]], dtype=np.int64)
     codes = []
     for key in ("item_id", "rater_id"):  # re-numbered in Python's order, whatever the server's collation
-        order = sorted_values(ids[key])
+        order = sorted_distinct(ids[key])
         where = {v: k for k, v in enumerate(order)}
         codes.append((np.asarray([where[v] for v in ids[key]], dtype=np.int64), order))
     (item_map, items), (rater_map, raters) = codes
