@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import labelgate as lg
+from conftest import wait_for
 from labelgate.errors import InputError
 from labelgate.monitor import Monitor, monitor_config_from_dict
 from labelgate.monitor.label_studio import hints_from_event, run_label_studio_pass
@@ -132,13 +133,18 @@ def project(api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[s
         truth = int(rng.integers(0, 3))
         raters = [CROWD[j] for j in rng.choice(len(CROWD), size=int(rng.integers(2, 5)), replace=False)]
         raters += EXPERTS if k % 2 == 0 else []
-        annotations = []
+        made = []
         for name in raters:
             code = truth if rng.random() < (0.9 if name in EXPERTS else 0.7) else int(rng.integers(0, 3))
             stars = 1 + 2 * code if rng.random() < 0.8 else None  # some annotations leave the rating out
-            annotations.append({"result": results(SENTIMENT[code], stars), "completed_by": users[name]})
-        tasks.append({"data": {"text": f"text {k}"}, "annotations": annotations})
+            made.append({"result": results(SENTIMENT[code], stars), "completed_by": users[name]})
+        tasks.append({"data": {"text": f"text {k}"}, "annotations": made})
     api.call("POST", f"/api/projects/{pid}/import", 201, json=tasks)
+    # every imported annotation listed by the API before a test reads the project (under load, a first pass once
+    # found no annotation right after the import)
+    imported = sum(len(t["annotations"]) for t in tasks)
+    wait_for(lambda: len(annotations(api, pid)) == imported, timeout=120, interval=0.5,
+             what="the imported annotations listed by the API")
     ids = [t["id"] for t in api.call("GET", "/api/tasks", 200, params={"project": pid, "page_size": 100,
                                                                        "fields": "task_only"})["tasks"]]
     monkeypatch.setenv("LG_TEST_LS_URL", api.url)
