@@ -4,7 +4,9 @@ each metric's finish, timed one by one (the ``sql`` way of ``bench_gx_sql.py``, 
 The table is ``bench_gx_sql.py``'s (same generator, name and ``COPY`` load, reused when complete). The plan
 (:class:`labelgate.sqlagg.AggregatePlan`) runs on a :class:`~labelgate.sqlagg.sql.SqlAlchemyBackend` whose every
 operation is timed; then the four ``pools_*`` functions of the gate suite (κx, normalized κx and the IRR baseline
-with Krippendorff's α, SPA; 200 resamples, seed 0, 95 %) finish from the pools. One run, one process.
+with Krippendorff's α, SPA; 200 resamples, seed 0, 95 %) finish from the pools, sharing their resamples as in a
+validation (the first bootstrap draws them, the others with the same seed and items reuse them). One run, one
+process.
 
 Run: ``python benchmarks/profile_sql_plan.py --url postgresql+psycopg://USER@HOST:PORT/DB [--judgements 10000000]``
 """
@@ -131,7 +133,7 @@ def main() -> None:
         print(f"  finish {name:<23} {seconds:8.2f} s")
     total = plan_seconds + sum(s for _, s in finishes)
     print(f"total {total:.2f} s: queries {queries:.2f} s, client {total - queries:.2f} s; duplicate rule: "
-          f"{plan.report()['duplicates']}")
+          f"{plan.report()['duplicates']}; bootstraps that reused the pools' resamples: {pools.resamples.served}")
     if args.raters:
         for name, seconds, fetched in rater_steps:
             print(f"  raters: query {name:<17} {seconds:8.2f} s  {fetched:>10,} rows")

@@ -19,7 +19,7 @@ import pytest
 sa = pytest.importorskip("sqlalchemy")
 
 from labelgate.errors import InputError  # noqa: E402
-from labelgate.sqlagg import Scope, pgcopy, sql  # noqa: E402
+from labelgate.sqlagg import Scope, pgarrays, pgcopy, sql  # noqa: E402
 from labelgate.sqlagg.sql import SqlAlchemyBackend  # noqa: E402
 
 POOLS = ("crowd", "trusted")
@@ -79,9 +79,9 @@ def test_every_route_gives_the_counts_of_the_rows(tables, route, monkeypatch):
 
     def counted(*args: Any) -> np.ndarray:
         copied.append(1)
-        return pgcopy.copy_int64(*args)
+        return pgarrays.copy_int64_arrays(*args)
 
-    monkeypatch.setattr(sql, "copy_int64", counted)
+    monkeypatch.setattr(sql, "copy_int64_arrays", counted)
     for int_ids, (name, df) in made.items():
         for pool in ("pool", None):
             scope = Scope("item_id", "rater_id", "label", pool, POOLS if pool else (), "question", "q1")

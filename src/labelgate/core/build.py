@@ -25,11 +25,21 @@ MissingPolicy = Literal["drop", "error"]
 class RowSubset:
     """Labels of a subset of a table's rows (a pool), looked up only when an error names a row.
 
-    ``subset[p]`` is the label of the table row ``positions[p]`` (its position when the table has no index).
+    ``subset[p]`` is the label of the table row ``positions[p]`` (its position when the table has no index). The
+    subset may be given as a mask of the table's rows: its positions are then found only when an error asks.
     """
 
-    def __init__(self, labels: Any, positions: IntArray) -> None:
-        self.labels, self.positions = labels, positions
+    def __init__(self, labels: Any, positions: IntArray | None = None, *,
+                 mask: npt.NDArray[np.bool_] | None = None) -> None:
+        self.labels, self._positions, self._mask = labels, positions, mask
+
+    @property
+    def positions(self) -> IntArray:
+        """The table rows of the subset, ascending."""
+        if self._positions is None:
+            assert self._mask is not None
+            self._positions = np.flatnonzero(self._mask)
+        return self._positions
 
     def __getitem__(self, position: int) -> Any:
         row = int(self.positions[position])

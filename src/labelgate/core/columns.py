@@ -7,7 +7,9 @@ DataFrame, a mapping of numpy arrays, a pandas categorical, an Arrow table or Ar
 Routes, cheapest first:
 
 * already encoded — a pandas ``Categorical`` (``codes`` / ``categories``), an Arrow dictionary array,
-  or an :class:`EncodedColumn`: the codes pass through; only the order is made canonical;
+  or an :class:`EncodedColumn`: the codes pass through; only the order is made canonical (chunks whose
+  dictionaries list their values in order of first appearance, as Arrow's CSV reader writes them, need no
+  renumbering pass over the rows);
 * Arrow strings of one byte width up to 8, or wider with every varying byte inside one window of 8 (pandas'
   default ``str`` storage, Arrow tables) — their bytes read in place as integer keys: a lookup table, a search
   among a few values or a vectorised hash table (:mod:`labelgate.core.strings`); the labels become Python
@@ -198,6 +200,15 @@ def _joint_dictionary(array: Any) -> Column | None:
         return None
     joint, first = found
     starts = np.cumsum([0] + [len(c.dictionary) for c in chunks])
+    if not any(c.null_count for c in chunks):
+        if first.size > 1 and not (first[1:] > first[:-1]).all():  # the few-values routes number values sorted
+            order = np.argsort(first, kind="stable")
+            renumber = np.empty(order.size, dtype=np.int64)
+            renumber[order] = np.arange(order.size, dtype=np.int64)
+            joint, first = renumber[joint], first[order]  # the stack's codes in order of first entry
+        local_parts = [np.asarray(c.indices) for c in chunks]
+        if all(_entry_order(local, len(c.dictionary)) for local, c in zip(local_parts, chunks, strict=True)):
+            return _stacked_in_order(joint, first, starts, chunks, local_parts)
     joint = np.append(joint, -1)  # the entry of a null index
     codes = np.concatenate([joint[np.where(local >= 0, local + start, joint.size - 1)]
                             for local, start in zip((_indices(c) for c in chunks), starts, strict=False)])
@@ -207,6 +218,48 @@ def _joint_dictionary(array: Any) -> Column | None:
         mine = np.flatnonzero(owner == k)
         labels[mine] = chunks[k].dictionary.take(first[mine] - starts[k]).to_numpy(zero_copy_only=False)
     return _canonical(codes, labels, check_missing=True)
+
+
+def _entry_order(local: npt.NDArray[np.integer[Any]], k: int) -> bool:
+    """Whether a chunk's indices (no null) first refer to its ``k`` dictionary entries in the order 0, 1, ..., k-1
+    and refer to every one: each index is at most one above the largest before it, and the largest is ``k - 1``.
+
+    Arrow's CSV reader builds each block's dictionary as it meets the values, so this holds for its chunks.
+    """
+    if local.size == 0:
+        return k == 0
+    running = np.maximum.accumulate(local)
+    return bool(local[0] == 0 and running[-1] == k - 1 and (local[1:] <= running[:-1] + 1).all())
+
+
+def _stacked_in_order(joint: npt.NDArray[np.integer[Any]], first: IntArray, starts: IntArray, chunks: list[Any],
+                      local_parts: list[npt.NDArray[np.integer[Any]]]) -> Column:
+    """The codes of chunks whose dictionaries are in first-appearance order (:func:`_entry_order`), through the
+    stacked dictionaries' codes ``joint`` (first-appearance order of the stack, ``first``: each code's first entry).
+
+    Every entry is used and each chunk meets its entries in order, so a value's first entry in the stack lies in the
+    first chunk that holds the value, at its first appearance there: the stack's order is the rows' order, and the
+    codes need no renumbering pass. The labels (Python strings) are made when first read (:meth:`Column.deferred`).
+    """
+    joint = joint.astype(np.int64, copy=False)
+    codes = np.empty(sum(local.size for local in local_parts), dtype=np.int64)
+    row = 0
+    for local, start, chunk in zip(local_parts, starts, chunks, strict=False):
+        np.take(joint[start:start + len(chunk.dictionary)], local, out=codes[row:row + local.size])
+        row += local.size
+
+    def labels() -> np.ndarray:
+        # ``first`` ascends (codes in order of first entry): the values each chunk's dictionary holds first are a
+        # slice of it, found by one search of the chunks' starts
+        bounds = np.searchsorted(first, starts)
+        out = np.empty(first.size, dtype=object)
+        for k in np.flatnonzero(bounds[1:] > bounds[:-1]):
+            low, high = int(bounds[k]), int(bounds[k + 1])
+            entries = first[low:high] - starts[k]
+            out[low:high] = chunks[k].dictionary.take(entries).to_numpy(zero_copy_only=False)
+        return out
+
+    return Column.deferred(codes, labels)
 
 
 def _canonical(codes: IntArray, labels: np.ndarray, *, check_missing: bool) -> Column:

@@ -38,10 +38,15 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
         categories, _ = resolve_categories(values.uniques[present], None, level, value)
     result: dict[Any, dict[str, Any]] = {}
     for code, name in enumerate(pools.uniques):
-        rows = np.flatnonzero(pools.codes == code)
+        # a pool's rows by a mask (sequential copies, no row-number array); with one pool, every row as it is
+        rows = None if len(pools.uniques) == 1 else pools.codes == code
+
+        def part(column: Column, rows: Any = rows) -> Column:
+            codes = column.codes if rows is None else column.codes[rows]
+            return Column.deferred(codes, lambda: column.uniques)  # item labels made after the duplicate check
+
         result[python_scalar(name)] = assemble(
-            Column(items.codes[rows], items.uniques), Column(raters.codes[rows], raters.uniques),
-            Column(values.codes[rows], values.uniques), level=level, categories=categories,
-            duplicates=duplicates, missing=missing, value_column=value, row_labels=RowSubset(row_labels, rows),
-            shared_item_index=True)
+            part(items), part(raters), part(values), level=level, categories=categories, duplicates=duplicates,
+            missing=missing, value_column=value,
+            row_labels=row_labels if rows is None else RowSubset(row_labels, mask=rows), shared_item_index=True)
     return result

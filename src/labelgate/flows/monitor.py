@@ -2,8 +2,10 @@
 
 Tasks are thin wrappers over :class:`labelgate.monitor.Monitor`: the merge, the window measurements, the drift
 detection and the bookkeeping of a pass happen in one database transaction (a failure leaves the stored state
-as it was and records an ``error`` pass); alerts are sent after the commit. Scheduling needs a Prefect server
-(``prefect server start``): the ephemeral API runs flows but cannot schedule them. See ``flows/README.md``.
+as it was and records an ``error`` pass; a SQL source read in chunks commits each chunk's merge on its own, and the
+measurements run in the last chunk's transaction: docs/monitoring.md, "A SQL source, read in chunks"); alerts
+are sent after the commit. Scheduling needs a Prefect server (``prefect server start``): the ephemeral API runs
+flows but cannot schedule them. See ``flows/README.md``.
 
 Run it on a schedule::
 

@@ -9,7 +9,10 @@ replication-neutral names (``irr_x`` → ``irr_crowd``), plus ``coverage``.
 On pandas the split reads the DataFrame; on a SQL engine the database
 aggregates the batch and the pools are rebuilt from the aggregates
 (:mod:`labelgate.gx._sql`). The ``pools_*`` functions make the core call on
-the pools, whatever built them; the ``compute_*`` functions take a DataFrame
+the pools, whatever built them, sharing the pools' bootstrap resamples (the
+expectations of a suite validate the same pools: their bootstraps with the
+same seed draw the resamples once, :mod:`labelgate.metrics._resamples`); the
+``compute_*`` functions take a DataFrame
 and the expectation's parameters, so the logic is testable without a GX
 context.
 """
@@ -32,6 +35,7 @@ from labelgate.core.ratings import Ratings, ratings_by_pool
 from labelgate.errors import ParameterError, Reason
 from labelgate.gx._spark import spark_pools  # pyspark: imported by the Spark backend
 from labelgate.gx._sql import AGGREGATE_KEYS, refusal, refuse, sql_metric, sql_pools  # SQLAlchemy: imported by the plan
+from labelgate.metrics._resamples import sharing
 from labelgate.metrics.cross import IRR_BUILDERS, cross_kappa, irr_comparison, normalized_cross_kappa
 from labelgate.metrics.spa import WEIGHTINGS, spa
 from labelgate.sqlagg.pools import (
@@ -198,25 +202,29 @@ def _package(est: Estimate, pools: Pools, **extra: Any) -> dict[str, Any]:
 
 def pools_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """kappa_x(crowd, trusted) of the batch (:func:`labelgate.cross_kappa`)."""
-    est = cross_kappa(pools.crowd, _trusted(pools), **_boot(kw))
+    with sharing(pools.resamples):
+        est = cross_kappa(pools.crowd, _trusted(pools), **_boot(kw))
     return _package(est, pools)
 
 
 def pools_normalized_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """Normalized kappa_x(crowd, trusted) (:func:`labelgate.normalized_cross_kappa`)."""
-    est = normalized_cross_kappa(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
+    with sharing(pools.resamples):
+        est = normalized_cross_kappa(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
     return _package(est, pools)
 
 
 def pools_irr_comparison(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """IRR of the crowd and of the trusted pool on their common items, jointly bootstrapped."""
-    est = irr_comparison(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
+    with sharing(pools.resamples):
+        est = irr_comparison(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
     return _package(est, pools)
 
 
 def pools_spa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """SPA of the crowd pool (:func:`labelgate.spa`)."""
-    est = spa(pools.crowd, weighting=kw["weighting"], **_boot(kw))
+    with sharing(pools.resamples):
+        est = spa(pools.crowd, weighting=kw["weighting"], **_boot(kw))
     return _package(est, pools)
 
 

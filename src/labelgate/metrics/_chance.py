@@ -8,6 +8,7 @@ shares as one vector-matrix product — and the (items x k) blocks are built onl
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -70,19 +71,57 @@ def _observed_totals(v: ItemView, w: FloatArray, marginal: np.ndarray | None = N
 
 def _marginal_totals(v: ItemView, marginal: np.ndarray, pooled: bool = False) -> FloatArray:
     r"""The column sums of :func:`_marginal_block` — :math:`\sum_i r_{ik} / r_i` (or :math:`\sum_i r_{ik}`) over the
-    marginal items — as one vector-matrix product, shared by the metrics of the view (read-only)."""
+    marginal items — computed once per view and shared by its metrics (read-only).
+
+    From the integer counts when possible (:func:`_integer_marginal_totals`: exact, then rounded once), so a cold
+    coefficient neither converts nor keeps a float copy of the items x categories table.
+    """
     key = ("marginal_totals", id(marginal), pooled)
     cached = v.shared.get(key)
     if cached is None:
-        if pooled:
-            weight = marginal.astype(np.float64)
-        else:
-            weight = np.zeros(v.n.size)
-            np.divide(1.0, v.n, out=weight, where=marginal)
-        cached = weight @ v.counts
+        cached = _integer_marginal_totals(v, marginal, pooled)
+        if cached is None:  # a mask of no known size threshold, or sizes whose common multiple is too large
+            if pooled:
+                weight = marginal.astype(np.float64)
+            else:
+                weight = np.zeros(v.n.size)
+                np.divide(1.0, v.n, out=weight, where=marginal)
+            cached = weight @ v.counts
         cached.flags.writeable = False
         v.shared[key] = cached
     return cached
+
+
+def _integer_marginal_totals(v: ItemView, marginal: np.ndarray, pooled: bool) -> FloatArray | None:
+    r""":func:`_marginal_totals` in integer arithmetic, or None when it does not apply.
+
+    The marginal items are those with at least 1 (every rated item) or 2 ratings (the pairable items): with
+    ``L`` the least common multiple of their numbers of ratings, :math:`\sum_i r_{ik} / r_i =
+    \frac{1}{L} \sum_i r_{ik} (L / r_i)`, an integer sum divided once (pooled: ``L = 1`` on every marginal item).
+    The result is the exact value rounded once. It applies while the integer sum stays below :math:`2^{53}`.
+    """
+    if marginal is v.pairable:
+        least = 2
+    elif marginal is v.shared.get("rated"):
+        least = 1
+    else:
+        return None
+    per_item = v.int_n
+    present = np.bincount(per_item, minlength=least + 1)
+    sizes = np.flatnonzero(present[least:]) + least
+    if sizes.size == 0:  # no marginal item: every sum is 0
+        return np.zeros(v.int_counts.shape[1])
+    common = 1 if pooled else math.lcm(*(int(size) for size in sizes))
+    if common * per_item.size * int(sizes[-1]) >= _EXACT_FLOAT_INTEGERS:
+        return None
+    lookup = np.zeros(present.size, dtype=np.int64)  # each number of ratings -> its integer weight L / r_i
+    lookup[sizes] = 1 if pooled else common // sizes
+    numerators: IntArray = lookup[per_item] @ v.int_counts
+    return numerators / float(common)
+
+
+# Integers up to this size are exact in float64 (and far inside int64).
+_EXACT_FLOAT_INTEGERS = 2**53
 
 
 def _lazy_stat(v: ItemView, w: FloatArray, finalize: Any, marginal: np.ndarray | None = None,

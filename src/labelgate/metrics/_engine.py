@@ -29,7 +29,6 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from labelgate.core.estimate import CI_METHOD_OPTIONS, DEFAULT_CI_METHOD, Estimate, resolve_ci_method
 from labelgate.errors import ParameterError, Reason, check_option
@@ -44,6 +43,8 @@ from labelgate.metrics._blocks import (
     weighted_sums,
 )
 from labelgate.metrics._linear import linearized_se, normal_interval
+from labelgate.metrics._resamples import make_rng, resamples
+from labelgate.metrics._resamples import resample_counts as resample_counts  # the other bootstraps import it here
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -215,8 +216,7 @@ def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: f
     Returns the intervals, the method of the value's interval, its fallback note and its undefined resamples.
     """
     keys = tuple(points)
-    rng = make_rng(seed)
-    replicates = bootstrap_components(stat, n_boot=n_boot, seed=rng, keys=keys)
+    replicates, rng = _replicates(stat, n_boot, seed, keys)
     n_axis = n_rows(stat.get_blocks())
     loo = jackknife_components(stat, keys=keys, rng=rng) if method in ("bca", "delta") else None
     out: Intervals = {}
@@ -240,37 +240,29 @@ def bootstrap(stat: ItemStatistic, *, n_boot: int, seed: Any) -> np.ndarray:
 def bootstrap_components(stat: ItemStatistic, *, n_boot: int, seed: Any,
                          keys: Sequence[str] = ("value",)) -> Components:
     """Bootstrap replicates of the named components of ``stat`` (one shared resampling)."""
+    return _replicates(stat, n_boot, seed, keys)[0]
+
+
+def _replicates(stat: ItemStatistic, n_boot: int, seed: Any, keys: Sequence[str],
+                ) -> tuple[Components, np.random.Generator]:
+    """:func:`bootstrap_components` and the generator after the resamples (the jackknife's sample follows them).
+
+    The resamples come from :func:`labelgate.metrics._resamples.resamples`: drawn here, or — inside
+    :func:`~labelgate.metrics._resamples.sharing` — the same matrices another statistic on an item axis of the
+    same length drew with the same integer seed (the replicates are identical either way).
+    """
     blocks = stat.get_blocks()
     n_items = n_rows(blocks)
-    rng = make_rng(seed)
     # bound the memory of both the count matrix (chunk x items) and the widest sums (chunk x columns)
     widest = max((int(b.shape[1]) for b in blocks), default=1)
     chunk = max(1, min(n_boot, CHUNK_CELLS // max(n_items, widest, 1)))
     out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-    for start in range(0, n_boot, chunk):
-        size = min(chunk, n_boot - start)
-        weights = resample_counts(rng, n_items, size)
-        parts = stat.finalize([weighted_sums(weights, b) for b in blocks])
+    weights, after = resamples(seed, n_items, n_boot, chunk)
+    for w in weights:
+        parts = stat.finalize([weighted_sums(w, b) for b in blocks])
         for k in keys:
             out[k].append(np.asarray(parts[k], dtype=np.float64))
-    return {k: np.concatenate(v, axis=0) for k, v in out.items()}
-
-
-def make_rng(seed: Any) -> np.random.Generator:
-    """The bootstrap's generator: SFC64 (fast, PractRand-clean), or the Generator passed in."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    return np.random.Generator(np.random.SFC64(seed))
-
-
-def resample_counts(rng: np.random.Generator, n_items: int, size: int) -> npt.NDArray[np.float64]:
-    """``size`` bootstrap resamples of ``n_items`` items as a (size, n_items) multiplicity matrix."""
-    dtype = np.int32 if n_items < 2**31 else np.int64
-    draws = rng.integers(0, n_items, size=(size, n_items), dtype=dtype)
-    counts = np.empty((size, n_items), dtype=np.float64)
-    for row in range(size):  # one cache-sized bincount per resample beats one scattered bincount over all
-        counts[row] = np.bincount(draws[row], minlength=n_items)
-    return counts
+    return {k: np.concatenate(v, axis=0) for k, v in out.items()}, after()
 
 
 def percentile_interval(replicates: np.ndarray, level: float) -> tuple[tuple[float, float] | None, int]:

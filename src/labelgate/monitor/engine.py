@@ -1,5 +1,6 @@
 """One monitor pass: collect new deliveries → merge them into the stored state → measure the closed windows
-→ detect drift → persist, all in one database transaction; then send the pending episode alerts.
+→ detect drift → persist, all in one database transaction; then send the pending episode alerts. A SQL source is read
+in bounded chunks, each merged in a transaction of its own, the measurements in the last (:meth:`Monitor.merge`).
 
 A pass costs time proportional to the new judgements (plus the categories, the closed windows and the
 candidate collusion pairs), not to the judgements merged before: it reads only the stored judgements of
@@ -11,6 +12,7 @@ deterministic and sent alerts are recorded, so a replay sends no alert twice.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from datetime import UTC, datetime
@@ -29,6 +31,8 @@ from labelgate.pipeline.database import MONITOR_PASS_LOCK, transaction
 from labelgate.pipeline.migrations import migrate
 from labelgate.pipeline.sources.deliveries import Delivery
 from labelgate.pipeline.store import ResultsStore
+
+_log = logging.getLogger("labelgate.monitor")
 
 
 class Monitor:
@@ -101,10 +105,46 @@ class Monitor:
         Summary keys: ``pass_id``, ``monitor``, ``status``, ``deliveries`` (id, status, counts), ``n_new``,
         ``questions`` ({question: {cumulative: {metric: row}, windows: n, events: [...], learning: [...], n_new,
         ...}}; ``learning``: the change-detected series whose reference is still too short to promise the detection
-        of small drops, :func:`labelgate.monitor.cusum.learning`),
-        ``timing``.
+        of small drops, :func:`labelgate.monitor.cusum.learning`), ``source_watermark``, ``steps`` (the pass ids of its
+        transactions), ``timing``.
+
+        A chunk of a ``sql`` source whose read goes on (:attr:`Delivery.more`) is merged in a transaction of its own
+        and committed (a recorded pass, source watermark advanced); then the next chunk is read, and so on: the last
+        transaction, under ``pass_id``, measures the cumulative rows and the windows and runs the detectors once, on
+        everything merged, so the stored series is the one a single read of all the rows would give, and a pass that
+        stopped after some chunks resumes from the watermark. The summary adds up the transactions' counts.
         """
         pass_id = pass_id or str(uuid.uuid4())
+        steps: list[dict[str, Any]] = []
+        try:
+            while True:
+                more = next((d.more for d in deliveries if d.more is not None), None)
+                step_id = str(uuid.uuid4()) if more is not None else pass_id
+                step = self._merge_step(deliveries, step_id, started if not steps else None, replay and not steps,
+                                        final=more is None)
+                steps.append(step)
+                for delivery in deliveries:
+                    if delivery.chunk is not None:
+                        _log.info(
+                            "monitor %s: chunk %d merged (%d rows, %d new), source watermark %s",
+                            self.name, delivery.chunk, 0 if delivery.frame is None else len(delivery.frame),
+                            step["n_new"], step["source_watermark"],
+                        )
+                        delivery.frame = None  # merged and committed: a pass holds one chunk of rows at a time
+                if more is None:
+                    return passes.combined(steps)
+                deliveries = more()
+        finally:
+            # a read still open (a pass that failed between chunks) is closed now, not when collected: an open
+            # source cursor holds its snapshot and locks on the source database
+            for delivery in deliveries:
+                if delivery.close is not None:
+                    delivery.close()
+
+    def _merge_step(
+        self, deliveries: list[Delivery], pass_id: str, started: datetime | None, replay: bool, *, final: bool,
+    ) -> dict[str, Any]:
+        """One write transaction: accept and merge ``deliveries``; when ``final``, also measure and detect."""
         started = started or datetime.now(UTC)
         timing: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -114,11 +154,11 @@ class Monitor:
                 episodes.reset(conn, self.name)
             accepted, delivery_rows = intake.accept(conn, self.name, deliveries, pass_id)
             questions = {
-                question.name: self._question(conn, question, accepted, delivery_rows, pass_id, timing)
+                question.name: self._question(conn, question, accepted, delivery_rows, pass_id, timing, final)
                 for question in self.cfg.questions
             }
             intake.save_counts(conn, delivery_rows)
-            intake.advance_source_watermark(conn, self.cfg, accepted)
+            watermark = intake.advance_source_watermark(conn, self.cfg, accepted)
             summary = {
                 "pass_id": pass_id,
                 "monitor": self.name,
@@ -127,6 +167,8 @@ class Monitor:
                 "started_at": started.isoformat(),
                 "deliveries": list(delivery_rows.values()),
                 "n_new": sum(r["n_new"] for r in delivery_rows.values()),
+                "rows": sum(r["n_rows"] for r in delivery_rows.values()),
+                "source_watermark": None if watermark is None else passes.iso(watermark),
                 "questions": questions,
                 "timing": timing,
             }
@@ -146,8 +188,9 @@ class Monitor:
         delivery_rows: dict[int, dict[str, Any]],
         pass_id: str,
         timing: dict[str, float],
+        final: bool = True,
     ) -> dict[str, Any]:
-        """Merge, measure and detect one question; returns its part of the pass summary."""
+        """Merge, measure and detect one question (only merge unless ``final``); returns its part of the summary."""
         t0 = time.perf_counter()
         stream = load_stream(conn, self.cfg, self.name, question)
         frame = question_frame(self.cfg, question, accepted, delivery_rows)
@@ -158,10 +201,17 @@ class Monitor:
         summary["categories"] = list(stream.meta.categories)
         summary["center"] = stream.meta.center
         timing[f"merge[{question.name}]"] = round(time.perf_counter() - t0, 4)
+        if not final:  # a chunk with more to come: the measurements wait for the last one
+            # stored, not held in memory: a pass stopped before its measuring transaction records the point on rerun
+            stream.unrecorded = stream.unrecorded or merged is not None
+            summary.update(cumulative={}, windows=0, events=[], learning=[])
+            save_stream(conn, stream)
+            return summary
         t0 = time.perf_counter()
         summary["cumulative"], thresholds = cumulative.measure(self.cfg, stream, question)
-        if merged is not None:
+        if merged is not None or stream.unrecorded:  # a new point of the series once per pass that changed the stream
             cumulative.record(conn, self.name, stream, summary["cumulative"], pass_id)
+            stream.unrecorded = False
         timing[f"cumulative[{question.name}]"] = round(time.perf_counter() - t0, 4)
         t0 = time.perf_counter()
         summary["windows"], summary["events"], summary["learning"] = window_pass.measure_windows(

@@ -146,17 +146,20 @@ def save_counts(conn: Connection, rows: dict[int, dict[str, Any]]) -> None:
             conn.execute(update(d).where(d.c.delivery_no == number).values(**{k: row[k] for k in COUNTS}))
 
 
-def advance_source_watermark(conn: Connection, cfg: MonitorConfig, accepted: list[Accepted]) -> None:
+def advance_source_watermark(conn: Connection, cfg: MonitorConfig, accepted: list[Accepted]) -> int | None:
     """Move a table or parquet source's watermark to the latest timestamp merged (trusted deliveries aside); a
-    delivery that carries its own (``source_watermark``: Label Studio's latest ``updated_at``) moves it there."""
+    delivery that carries its own (``source_watermark``: Label Studio's latest ``updated_at``) moves it there.
+
+    Returns the source watermark now stored (microseconds since the epoch, or None)."""
     own = [acc.delivery.source_watermark for acc in accepted if acc.delivery.source_watermark is not None]
     latest = max(own) if own else _latest_timestamp(cfg, accepted)
-    if latest is not None:
-        m, monitor = monitors_table, cfg.monitor.name
-        current = conn.execute(select(m.c.source_watermark).where(m.c.monitor == monitor)).scalar()
-        conn.execute(
-            update(m).where(m.c.monitor == monitor).values(source_watermark=max(latest, current or latest))
-        )
+    m, monitor = monitors_table, cfg.monitor.name
+    current = conn.execute(select(m.c.source_watermark).where(m.c.monitor == monitor)).scalar()
+    if latest is None:
+        return None if current is None else int(current)
+    stored = max(latest, current or latest)
+    conn.execute(update(m).where(m.c.monitor == monitor).values(source_watermark=stored))
+    return int(stored)
 
 
 def _latest_timestamp(cfg: MonitorConfig, accepted: list[Accepted]) -> int | None:

@@ -1,10 +1,11 @@
 """A monitor's records of itself: its row in the monitors table (configuration digest), and its passes, successful
-(with their summary, in the pass's transaction) or failed (in a transaction of their own)."""
+(with their summary, in the pass's transaction) or failed (in a transaction of their own); the summary of a pass made
+of several transactions (a SQL source read in chunks)."""
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, func, insert, select, update
@@ -57,3 +58,37 @@ def count(engine: Engine, monitor: str, status: str | None) -> int:
         query = query.where(p.c.status == status)
     with engine.connect() as conn:
         return int(conn.execute(query).scalar() or 0)
+
+
+_COUNTS = ("n_new", "n_already", "n_conflicts", "n_late", "n_replaced", "n_removed", "windows")
+
+
+def combined(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of a pass made of several transactions: the last one's, with every step's deliveries and counts."""
+    out = {**steps[-1], "steps": [step["pass_id"] for step in steps]}
+    if len(steps) == 1:
+        return out
+    out["started_at"], out["replay"] = steps[0]["started_at"], steps[0]["replay"]
+    out["deliveries"] = [row for step in steps for row in step["deliveries"]]
+    for key in ("n_new", "rows"):
+        out[key] = sum(step[key] for step in steps)
+    questions = {}
+    for name, last in steps[-1]["questions"].items():
+        parts = [step["questions"][name] for step in steps]
+        questions[name] = {
+            **last,
+            **{key: sum(part.get(key, 0) for part in parts) for key in _COUNTS if key in last},
+            "events": [event for part in parts for event in part["events"]],
+        }
+    out["questions"] = questions
+    timing: dict[str, float] = {}
+    for step in steps:
+        for key, seconds in step["timing"].items():
+            timing[key] = round(timing.get(key, 0.0) + seconds, 4)
+    out["timing"] = timing
+    return out
+
+
+def iso(us: int) -> str:
+    """Microseconds since the epoch as an ISO 8601 time (UTC)."""
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat()

@@ -22,13 +22,16 @@ from labelgate.pipeline.tables import streams_table
 class Stream:
     """One question's stream: its stored row, what its statistics depend on, and the maintained sums per part.
 
-    ``explicit``: the categories are configured (they do not grow with the labels).
+    ``explicit``: the categories are configured (they do not grow with the labels). ``unrecorded``: judgements were
+    merged since the last point of the cumulative series (by a transaction that does not measure: a chunk of a SQL
+    source with more to come), stored so that a pass stopped before it measured still records that point on the rerun.
     """
 
     row: dict[str, Any]
     meta: Meta
     sums: dict[str, PartState]
     explicit: bool
+    unrecorded: bool = False
 
 
 def load_stream(conn: Connection, cfg: MonitorConfig, monitor: str, question: Any) -> Stream:
@@ -77,17 +80,20 @@ def load_stream(conn: Connection, cfg: MonitorConfig, monitor: str, question: An
             Reason.INCOMPATIBLE_RATINGS,
         )
     sums = {name: PartState.from_json(name, data) for name, data in state.get("parts", {}).items()}
-    return Stream(row, meta, sums, explicit=question.categories is not None)
+    return Stream(row, meta, sums, explicit=question.categories is not None,
+                  unrecorded=bool(state.get("unrecorded", False)))
 
 
 def save_stream(conn: Connection, stream: Stream) -> None:
     """Write back the stream's row, categories, centre and sums."""
     s, r = streams_table, stream.row
-    state = {
+    state: dict[str, Any] = {
         "sizes": stream.meta.sizes,
         "irr": stream.meta.irr,
         "parts": {name: p.to_json() for name, p in stream.sums.items()},
     }
+    if stream.unrecorded:  # only while set: a stream's stored state is otherwise what it was before the flag
+        state["unrecorded"] = True
     conn.execute(
         update(s)
         .where(s.c.stream_id == r["stream_id"])

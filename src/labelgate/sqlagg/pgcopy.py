@@ -20,7 +20,7 @@ PostgreSQL 15 documentation, "COPY" (Binary Format) and "When Can Parallel Query
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -56,20 +56,34 @@ def copy_int64(connection: Any, query: Any, width: int) -> np.ndarray:
     """
     import sqlalchemy as sa
 
+    wrapped = sa.select(*[sa.cast(c, sa.BigInteger) for c in columns_of(query, width)])
+    return copy_binary(connection, wrapped, lambda copy: rows_of(copy, width))
+
+
+def columns_of(query: Any, width: int) -> Any:
+    """The columns of ``query`` as a subquery's, checked to be ``width``."""
     inner = query.subquery("lg_rows")
     if len(inner.c) != width:
         raise ValueError(f"the query has {len(inner.c)} columns, not {width}")
-    wrapped = sa.select(*[sa.cast(c, sa.BigInteger) for c in inner.c])
+    return inner.c
+
+
+def copy_binary(connection: Any, wrapped: Any, parse: Callable[[Iterable[bytes]], np.ndarray]) -> np.ndarray:
+    """``parse`` of the blocks of ``COPY (wrapped) TO STDOUT (FORMAT binary)`` on a psycopg 3 connection.
+
+    A driver error is an :class:`~labelgate.errors.InputError` naming the failed query (reason
+    ``unreadable_input``).
+    """
+    import psycopg
+
     compiled = wrapped.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True})
     # SQLAlchemy renames a bound parameter whose column name holds characters a placeholder cannot (``.``, a space,
     # ``%``, ``(``, …: ``meta.pool_1`` is written ``%(meta_pool_1)s``); the driver is given the names in the SQL
     params = {compiled.escaped_bind_names.get(name, name): value for name, value in compiled.params.items()}
-    import psycopg
-
     try:
         with connection.connection.driver_connection.cursor() as cursor, cursor.copy(
                 f"COPY ({compiled}) TO STDOUT (FORMAT binary)", params) as copy:
-            return rows_of(copy, width)
+            return parse(copy)
     except psycopg.Error as exc:  # COPY bypasses SQLAlchemy: its faults are the driver's own, named here as a query's
         raise InputError(f"The batch query failed: {type(exc).__name__}: {str(exc).strip()[:500]}",
                          Reason.UNREADABLE_INPUT) from exc

@@ -8,22 +8,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from labelgate.core.ratings import Ratings
 from labelgate.errors import ParameterError
+from labelgate.metrics._resamples import SharedResamples
 
 
 @dataclass
 class Pools:
-    """The crowd (and trusted) ratings of one batch, and how far they overlap."""
+    """The crowd (and trusted) ratings of one batch, and how far they overlap.
+
+    ``resamples``: the item bootstrap's resample matrices, drawn once for the metrics computed on these pools
+    (the expectations of a suite share the pools, so their bootstraps with the same seed on the same number of
+    items draw once: :mod:`labelgate.metrics._resamples`); freed with the pools.
+    """
 
     crowd: Ratings
     trusted: Ratings | None
     coverage: dict[str, Any]
+    resamples: SharedResamples = field(default_factory=SharedResamples, repr=False, compare=False)
 
 
 def pool_coverage(crowd: Ratings, trusted: Ratings | None) -> dict[str, Any]:

@@ -5,7 +5,8 @@ used as a subquery). Two of them read every row of the batch: the tallies, group
 the labels too), and the item x category counts — one row per item with a column per (pool, label) when those are
 few (:data:`WIDE_CELLS`), else one row per (pool, item, label); no window, no query of the distinct item ids (the
 client numbers the ids the rows carry). On PostgreSQL through psycopg 3 the integer rows come through a binary
-``COPY`` (:mod:`labelgate.sqlagg.pgcopy`: planned with parallel workers, parsed by numpy); elsewhere through a
+``COPY`` (:mod:`labelgate.sqlagg.pgcopy`: planned with parallel workers, parsed by numpy; the counts with integer
+item ids as at most 256 rows of arrays, :mod:`labelgate.sqlagg.pgarrays`); elsewhere through a
 streaming cursor (``stream_results``) in chunks of :data:`CHUNK`. The client holds one chunk at a time and the
 int64 array of the rows. SQLAlchemy is imported lazily.
 """
@@ -21,7 +22,9 @@ import numpy as np
 
 from labelgate.core.categories import sorted_distinct
 from labelgate.sqlagg.backend import Scope, Within
+from labelgate.sqlagg.pgarrays import copy_int64_arrays
 from labelgate.sqlagg.pgcopy import copies, copy_int64
+from labelgate.sqlagg.values import bound, is_nan
 
 #: Rows per chunk of the streamed count rows.
 CHUNK = 50_000
@@ -29,6 +32,10 @@ CHUNK = 50_000
 WIDE_CELLS = 16
 #: Labels numbered by the database with a ``CASE`` (more: numbered on the client from their values).
 _CASE_LABELS = 256
+#: PostgreSQL type OIDs of a result column: int8, int2, int4, oid (psycopg returns ints); text, varchar, bpchar,
+#: name, uuid, numeric, float4, float8 (it does not).
+_INTEGER_OIDS = frozenset({20, 21, 23, 26})
+_OTHER_OIDS = frozenset({25, 1043, 1042, 19, 2950, 1700, 700, 701})
 
 
 class SqlAlchemyBackend:
@@ -54,6 +61,8 @@ class SqlAlchemyBackend:
         self.duplicate_check = ""
         #: The scope of the last :meth:`tallies` and the labels of its ``"labelled"`` rows.
         self.labelled: tuple[Scope, list[Any]] | None = None
+        #: Label columns in which :meth:`tallies` or :meth:`distinct` found a NaN: a missing label, as on pandas.
+        self.nan_labels: set[str] = set()
 
     @classmethod
     def on_connection(cls, connection: Any, selectable: Any) -> SqlAlchemyBackend:
@@ -83,13 +92,29 @@ class SqlAlchemyBackend:
         if within == "all":
             return out
         if scope.question is not None:
-            out.append(self.col(str(scope.question_column)) == scope.question)
+            out.append(self.col(str(scope.question_column)) == bound(scope.question))
         if within == "question":
             return out
         if scope.pool is not None:
-            out.append(self.col(scope.pool).in_(scope.pools))
+            out.append(self.col(scope.pool).in_([bound(v) for v in scope.pools]))
         if within == "labelled":
-            out += [self.col(scope.item).is_not(None), self.col(scope.label).is_not(None)]
+            out += [self.col(scope.item).is_not(None), *self.has_label(scope)]
+        return out
+
+    def has_label(self, scope: Scope) -> list[Any]:
+        """The conditions of a row with a label: not NULL, and not NaN in a column found to hold NaN.
+
+        pandas reads a NaN label as missing; a database does not (PostgreSQL groups NaN as a value, equal to
+        itself), so once :meth:`tallies` or :meth:`distinct` has seen a NaN in the label column, the rows that
+        enter the statistics and the duplicate check also exclude ``label = 'NaN'`` (a float or numeric column:
+        the literal is read as its NaN). SQLite stores a NaN as NULL, so there it is missing already.
+        """
+        import sqlalchemy as sa
+
+        label = self.col(scope.label)
+        out = [label.is_not(None)]
+        if scope.label in self.nan_labels:
+            out.append(label != sa.literal_column("'NaN'"))
         return out
 
     def stream(self, query: Any, width: int) -> np.ndarray:
@@ -145,8 +170,10 @@ class SqlAlchemyBackend:
             t[0] += n
             t[1] += n - items
             t[2] += n - raters
-            if value is None:
+            if value is None or is_nan(value):
                 t[3] += n
+                if value is not None:
+                    self.nan_labels.add(scope.label)
             elif items:
                 labelled[value] = None
         self.labelled = (scope, list(labelled))
@@ -170,7 +197,11 @@ class SqlAlchemyBackend:
         c = self.col(column)
         query = (sa.select(c).select_from(self.source).where(*self.where(scope, within), c.is_not(None))
                  .group_by(c).order_by(c))
-        return [row[0] for row in self.fetch(query if limit is None else query.limit(limit))]
+        values = [row[0] for row in self.fetch(query if limit is None else query.limit(limit))]
+        if column == scope.label and any(is_nan(v) for v in values):  # a missing label, as on pandas
+            self.nan_labels.add(column)
+            values = [v for v in values if not is_nan(v)]
+        return values
 
     def duplicates(self, scope: Scope) -> tuple[int, tuple[Any, Any, Any] | None]:
         """Judgements beyond one per (pool, item, rater), and one example.
@@ -186,7 +217,7 @@ class SqlAlchemyBackend:
             return 0, None
         self.duplicate_check = "scanned"
         pool = [self.col(scope.pool)] if scope.pool is not None else []
-        labelled = [*self.where(scope, "pools"), self.col(scope.label).is_not(None)]
+        labelled = [*self.where(scope, "pools"), *self.has_label(scope)]
         repeated = sa.func.count() - sa.func.count(sa.distinct(self.col(scope.rater)))
         per_item = (sa.select(repeated.label("extra")).select_from(self.source).where(*labelled)
                     .group_by(*pool, self.col(scope.item)).having(repeated > 0).subquery())
@@ -265,8 +296,9 @@ class SqlAlchemyBackend:
         window sorts the groups on the server and no query of the distinct item ids runs: the rows carry them,
         and the client numbers them in Python's sorted order (integer ids with ``numpy.unique``, others with a
         dictionary). On PostgreSQL through psycopg, with integer item ids and coded labels, the rows come through
-        a binary ``COPY`` (:func:`~labelgate.sqlagg.pgcopy.copy_int64`: parallel workers allowed, parsed by
-        numpy); elsewhere through a streaming cursor in chunks of :data:`CHUNK`. The client holds the int64 rows
+        a binary ``COPY`` as at most 256 rows of arrays (:func:`~labelgate.sqlagg.pgarrays.copy_int64_arrays`:
+        grouped by the item id modulo 256 over the query's own plan, parallel workers allowed, parsed by numpy);
+        elsewhere through a streaming cursor in chunks of :data:`CHUNK`. The client holds the int64 rows
         and one id per row of a chunk.
         """
         import sqlalchemy as sa
@@ -276,16 +308,17 @@ class SqlAlchemyBackend:
         coded = len(labels) <= _CASE_LABELS  # else the client numbers the labels too
         wide = coded and len(pools) * len(labels) <= WIDE_CELLS
         if wide:
-            def cell(pool: Any, value: Any) -> Any:
-                match = [self.col(str(scope.pool)) == pool] if pool is not None else []
-                return sa.func.count(sa.case((sa.and_(*match, label == value), 1)))
+            def cell(pool: Any, v: Any) -> Any:
+                match = [self.col(str(scope.pool)) == bound(pool)] if pool is not None else []
+                return sa.func.count(sa.case((sa.and_(*match, label == bound(v)), 1)))
 
             query = (sa.select(item, *[cell(p, v) for p in pools for v in labels]).select_from(self.source)
                      .where(*self.where(scope, "labelled")).group_by(item))
         else:
             pool_code: Any = sa.literal(0)
             if scope.pool is not None:
-                pool_code = sa.case(*((self.col(scope.pool) == v, k) for k, v in enumerate(scope.pools)), else_=-1)
+                pool_code = sa.case(*((self.col(scope.pool) == bound(v), k) for k, v in enumerate(scope.pools)),
+                                    else_=-1)
             keys = ([self.col(scope.pool)] if scope.pool is not None else []) + [item, label]
             query = (sa.select(pool_code, item, self.label_code(scope, labels) if coded else label, sa.func.count())
                      .select_from(self.source).where(*self.where(scope, "labelled")).group_by(*keys))
@@ -306,7 +339,7 @@ class SqlAlchemyBackend:
         at = next(k for k, c in enumerate(query.selected_columns) if getattr(c, "name", None) == scope.item)
         with self.connect() as connection:
             if coded and copies(connection) and self.integer_ids(scope):
-                rows = copy_int64(connection, query, width)
+                rows = copy_int64_arrays(connection, query, width, at)  # a few messages, not one per item
                 self.queries += 1
                 self.rows_fetched += len(rows)
                 return [rows[:, at].copy()], np.delete(rows, at, axis=1)
@@ -326,22 +359,38 @@ class SqlAlchemyBackend:
         return ids, rows
 
     def integer_ids(self, scope: Scope) -> bool:
-        """Whether the item column holds integers (one id looked at: a PostgreSQL column has one type)."""
+        """Whether the item column holds integers (a PostgreSQL column has one type).
+
+        The type comes from the columns a ``LIMIT 0`` query describes (PostgreSQL's executor stops at the limit
+        before reading a row, so a batch that is a sorted or grouped query is not evaluated for it): the integer
+        types (and ``oid``), which psycopg returns as Python ints, or a text, numeric or float type. Any other type
+        (a domain, an extension's type) is decided by one id looked at, as psycopg returns it (``LIMIT 1``).
+        """
         import sqlalchemy as sa
 
         item = self.col(scope.item)
-        first = self.fetch(sa.select(item).select_from(self.source).where(*self.where(scope, "labelled")).limit(1))
+        query = sa.select(item).select_from(self.source).where(*self.where(scope, "labelled"))
+        result = self.execute(query.limit(0))
+        self.queries += 1
+        description = getattr(getattr(result, "cursor", None), "description", None) or [None]
+        type_code = getattr(description[0], "type_code", None)
+        result.close()
+        if type_code in _INTEGER_OIDS:
+            return True
+        if type_code in _OTHER_OIDS:
+            return False
+        first = self.fetch(query.limit(1))
         return bool(first) and type(first[0][0]) is int
 
     def label_code(self, scope: Scope, labels: Sequence[Any]) -> Any:
         """The position of the row's label in ``labels`` (-1 for another label)."""
         import sqlalchemy as sa
 
-        return sa.case(*((self.col(scope.label) == v, k) for k, v in enumerate(labels)), else_=-1)
+        return sa.case(*((self.col(scope.label) == bound(v), k) for k, v in enumerate(labels)), else_=-1)
 
     def first_pool(self, scope: Scope) -> list[Any]:
         """The conditions selecting the ``"labelled"`` rows of the first pool."""
-        first = [self.col(str(scope.pool)) == scope.pools[0]] if scope.pool is not None else []
+        first = [self.col(str(scope.pool)) == bound(scope.pools[0])] if scope.pool is not None else []
         return [*self.where(scope, "labelled"), *first]
 
     def rater_contexts(self, scope: Scope, labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
@@ -359,13 +408,13 @@ class SqlAlchemyBackend:
         counts = (sa.select(*keys, item.label("i"),
                             *[sa.func.sum(sa.case((code == k, 1), else_=0)).label(f"n{k}") for k in range(q)])
                   .select_from(self.source).where(*self.where(scope, "labelled")).group_by(*keys, item))
-        mine = counts.where(*([self.col(str(scope.pool)) == scope.pools[0]] if keys else [])).subquery("lg_c1")
+        mine = counts.where(*([self.col(str(scope.pool)) == bound(scope.pools[0])] if keys else [])).subquery("lg_c1")
         judged = (sa.select(self.col(scope.rater).label("r"), code.label("l"), item.label("i"))
                   .select_from(self.source).where(*self.first_pool(scope)).subquery("lg_j"))
         first = [mine.c[f"n{k}"] for k in range(q)]
         join = judged.join(mine, mine.c.i == judged.c.i)
         if keys and len(scope.pools) > 1:
-            other = counts.where(self.col(str(scope.pool)) == scope.pools[1]).subquery("lg_c2")
+            other = counts.where(self.col(str(scope.pool)) == bound(scope.pools[1])).subquery("lg_c2")
             join = join.outerjoin(other, other.c.i == judged.c.i)
             second: list[Any] = [sa.func.coalesce(other.c[f"n{k}"], 0) for k in range(q)]
         else:
@@ -428,3 +477,4 @@ def _long(wide: np.ndarray, codes: np.ndarray, n_pools: int, n_labels: int) -> n
         i, k = np.nonzero(block)  # row-major: by item, then label
         parts.append(np.column_stack([np.full(len(i), p, dtype=np.int64), item_code[i], k, block[i, k]]))
     return np.concatenate(parts)
+

@@ -21,6 +21,8 @@ MetricName = Literal["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normaliz
 WindowMetric = Literal["spa", "irr_crowd", "cross_kappa", "normalized_cross_kappa"]
 MonitorIrr = Literal["krippendorff_alpha", "fleiss_kappa", "gwet_ac"]
 ALL_METRICS: tuple[str, ...] = ("spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa")
+#: Rows a ``sql`` source reads per chunk unless ``monitor.source.chunk_rows`` says otherwise.
+DEFAULT_CHUNK_ROWS = 100_000
 
 
 class _Strict(BaseModel):
@@ -34,7 +36,8 @@ class MonitorSource(_Strict):
     delivery, merged once (idempotent by file name and content hash). ``parquet``: a Parquet dataset (file or
     folder) read with a filter ``timestamp >= watermark``. ``sql``: a table (``table``) or a query with a
     ``:watermark`` parameter on the database whose URL is in ``url_env``; rows with ``timestamp >= watermark``
-    are read. For ``parquet`` and ``sql`` the timestamp column (``columns.timestamp``) is required.
+    are read, in chunks of at most ``chunk_rows`` rows in timestamp order, each merged and committed on its own. For
+    ``parquet`` and ``sql`` the timestamp column (``columns.timestamp``) is required.
     ``label_studio``: a Label Studio project (``project``) on the server whose URL is in ``url_env``, its token in
     ``token_env``; each pass restates the tasks changed since the watermark (updated annotations replace, deleted or
     cancelled ones are removed; see ``docs/monitoring.md``, "Label Studio source"). The control read is ``control``
@@ -71,9 +74,16 @@ class MonitorSource(_Strict):
         description="Label Studio: look for deleted annotations and tasks every this many passes (0: only when a "
         "pass is asked to, e.g. by an ANNOTATIONS_DELETED webhook).",
     )
+    chunk_rows: int = Field(
+        default=DEFAULT_CHUNK_ROWS, ge=1, le=10_000_000,
+        description="SQL: rows read per chunk past the watermark; each chunk is merged and committed on its own, so a "
+        "pass holds one chunk of rows, not the table.",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> MonitorSource:
+        if self.kind != "sql" and "chunk_rows" in self.model_fields_set:
+            raise ValueError(f"'chunk_rows' applies to source kind 'sql' only, not {self.kind!r}")
         if self.kind == "label_studio":
             if not self.url_env or self.project is None:
                 raise ValueError(

@@ -5,15 +5,18 @@ skips a delivery whose content hash was merged before (and, for files, one whose
 modification time are unchanged, without reading it again), so merging the same delivery twice never
 double-counts. For ``parquet`` and ``sql`` sources rows with ``timestamp >= watermark`` are read (the
 watermark is the latest timestamp merged from the source): rows already merged come back at the boundary
-and are recognised judgement by judgement. A Label Studio project is read as a :func:`restatement` of the tasks that
-changed (:mod:`labelgate.pipeline.sources.label_studio_delivery`): their judgements replace the stored ones.
+and are recognised judgement by judgement. A ``sql`` source is read through one query per pass, in chunks of at most
+``chunk_rows`` rows (:class:`SqlChunks`), each one delivery merged and committed before the next is taken. A Label
+Studio project is read as a :func:`restatement` of the tasks that changed
+(:mod:`labelgate.pipeline.sources.label_studio_delivery`): their judgements replace the stored ones.
 """
 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ import pandas as pd
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.folders import Folder
-from labelgate.pipeline.sources.sql import read_sql
+from labelgate.pipeline.sources.sql import connected
 from labelgate.pipeline.sources.tables import content_hash, load_table
 
 
@@ -56,6 +59,15 @@ class Delivery:
     source_watermark : int or None
         Microseconds since the epoch up to which the source was read (the monitor's source watermark moves there
         when the delivery is merged), for sources that keep their own clock (Label Studio's ``updated_at``).
+    chunk : int or None
+        The chunk's number in its pass's read of a ``sql`` source (0, 1, ...); None for other deliveries. A chunk's
+        rows are dropped once it is merged, so that a pass holds one chunk at a time.
+    more : callable or None
+        The read goes on past this chunk: called once the chunk is merged and committed, it reads the next one (a list
+        of at most one delivery). None: the read ended with this delivery.
+    close : callable or None
+        Ends the read this chunk belongs to (an open cursor, spooled files) when a pass stops before reading it all;
+        None for other deliveries.
     """
 
     delivery_id: str
@@ -67,6 +79,9 @@ class Delivery:
     default_pool: str | None = None
     restates: tuple[str, ...] | None = None
     source_watermark: int | None = None
+    chunk: int | None = None
+    more: Callable[[], list[Delivery]] | None = None
+    close: Callable[[], None] | None = None
 
 
 def now_us() -> int:
@@ -137,14 +152,17 @@ def _file_delivery(delivery_id: str, frame: pd.DataFrame, size: int, mtime_ns: i
 
 
 def read_since(config: MonitorConfig, watermark_us: int | None) -> list[Delivery]:
-    """Rows of a Parquet dataset or SQL table with ``timestamp >= watermark`` (all rows the first time)."""
+    """Rows of a Parquet dataset or SQL table with ``timestamp >= watermark`` (all rows the first time).
+
+    A Parquet dataset is read in one delivery. A SQL source returns its first chunk (:class:`SqlChunks`), whose
+    :attr:`Delivery.more` reads the next.
+    """
     src = config.monitor.source
+    if src.kind == "sql":
+        return SqlChunks(config, watermark_us).next_chunk()
     ts = config.columns.timestamp or ""
     since = None if watermark_us is None else pd.Timestamp(watermark_us, unit="us", tz="UTC")
-    frame = (
-        _read_parquet(src.path or "", ts, since) if src.kind == "parquet" else _read_sql(config, ts, since)
-    )
-    frame = frame.reset_index(drop=True)
+    frame = _read_parquet(src.path or "", ts, since).reset_index(drop=True)
     if frame.empty:
         return []
     stamps = parse_timestamps(frame[ts])
@@ -193,29 +211,215 @@ def _arrow_filter(dataset: Any, ts: str, since: pd.Timestamp) -> Any:
     return ds.field(ts).cast(stamp) >= pa.scalar(since.to_pydatetime(), type=stamp)
 
 
-def _read_sql(config: MonitorConfig, ts: str, since: pd.Timestamp | None) -> pd.DataFrame:
-    from sqlalchemy import column, select, table, text
+#: How the monitor names its SQL source in messages.
+_WHAT = "the monitor SQL source"
+#: A text timestamp's UTC offset other than zero (``+01:00``, ``-0500``): its text order is not its time order.
+_OFFSET = r"[+-](?!00:?00$)\d{2}:?\d{2}$"
 
-    src = config.monitor.source
 
-    def statement(conn: Any) -> tuple[Any, dict[str, Any]]:
-        if src.query:
-            low = since if since is not None else pd.Timestamp(0, tz="UTC")
-            return text(src.query), {"watermark": _sql_time(conn, low.to_pydatetime())}
-        schema, _, name_only = (src.table or "").rpartition(".")
-        tbl = table(name_only, column(ts), schema=schema or None)
-        query = select(text("*")).select_from(tbl)
-        if since is not None:
-            query = query.where(tbl.c[ts] >= _sql_time(conn, since.to_pydatetime()))
-        return query.order_by(tbl.c[ts]), {}
+class SqlChunks:
+    """The rows of a ``sql`` source past the watermark, read through one query in chunks of at most ``chunk_rows``.
 
-    return read_sql(src.url_env, "the monitor SQL source", statement)
+    A pass runs one query, ``SELECT * FROM source WHERE timestamp >= watermark ORDER BY timestamp, item, rater, pool,
+    question, labels`` (the columns of those the source has; on the first pass every row, those without a timestamp
+    first), and fetches its rows ``chunk_rows`` at a time: the user's query runs once, the database sorts once, and
+    what a pass reads is one statement's snapshot (on PostgreSQL, a server-side cursor: rows changed while the pass
+    runs are read as they were when it started, none is lost to a shifted page). On PostgreSQL the session reads in
+    UTC (``SET TIME ZONE 'UTC'``), so a ``timestamp`` column without zone compares with the watermark as UTC, as
+    :func:`parse_timestamps` reads it.
+
+    On SQLite the whole read is first spooled to temporary files, one per chunk, and the chunks are then merged one by
+    one: a SQLite read left open would hold its lock on the file and block the store's commits when the source table
+    lives in the store's database file (rollback journal). Memory still holds one chunk.
+
+    A chunk may end inside a run of equal timestamps: the monitor's source watermark moves to the latest timestamp
+    merged, and a pass that stops after a chunk resumes at ``timestamp >= watermark``, where the rows of that run come
+    back and the merged ones are recognised judgement by judgement (a whole chunk by its content hash).
+
+    The timestamps must come in time order (they are compared by the database, parsed as UTC by the monitor): a row
+    whose parsed timestamp is earlier than the row read before it, in this chunk or an earlier one of the pass, or a
+    text timestamp with a non-zero UTC offset, raises :class:`~labelgate.errors.InputError` naming the row and its
+    spelling (SQLite stores text: one spelling of UTC, e.g. ``YYYY-MM-DD HH:MM:SS[.ffffff]``, or a number of seconds).
+
+    A ``query`` runs as a subquery with ``:watermark`` bound to the pass's starting watermark (the epoch on the first
+    pass); trailing ``;``, whitespace and comments are stripped first (:func:`bare_query`).
+    """
+
+    def __init__(self, config: MonitorConfig, watermark_us: int | None) -> None:
+        self.config = config
+        self.ts = config.columns.timestamp or ""
+        self.bound = int(config.monitor.source.chunk_rows)
+        self.since = None if watermark_us is None else pd.Timestamp(watermark_us, unit="us", tz="UTC")
+        self.chunks = 0
+        self.rows = 0  # rows read so far in the pass (a row's number in messages)
+        self.last: tuple[int, Any, int] | None = None  # the latest timestamp read: (microseconds, spelling, row)
+        self._frames: Iterator[pd.DataFrame] | None = None
+
+    def next_chunk(self) -> list[Delivery]:
+        """The next chunk as a list of at most one delivery (empty: nothing more to read)."""
+        if self._frames is None:
+            self._frames = self._read()
+        frame = next(self._frames, None)
+        if frame is None or frame.empty:
+            self.close()
+            return []
+        more = len(frame) == self.bound  # a short chunk is the last; a full one may be followed by an empty read
+        if not more:
+            self.close()
+        return [self._delivery(frame, more=more)]
+
+    def close(self) -> None:
+        """End the read (its cursor, connection and spooled files); idempotent."""
+        frames, self._frames = self._frames, iter(())
+        if frames is not None and hasattr(frames, "close"):
+            frames.close()
+
+    def _delivery(self, frame: pd.DataFrame, *, more: bool) -> Delivery:
+        frame = frame.reset_index(drop=True)
+        stamps = parse_timestamps(frame[self.ts]).dropna()
+        span = f"{_iso(stamps.min())}..{_iso(stamps.max())}" if len(stamps) else "no timestamp"
+        delivery = Delivery(
+            f"sql:{span}", frame, content_hash(frame), arrived_at=now_us(),
+            default_pool=self.config.monitor.source.default_pool, chunk=self.chunks,
+            more=self.next_chunk if more else None, close=self.close,
+        )
+        self.chunks += 1
+        return delivery
+
+    def _read(self) -> Iterator[pd.DataFrame]:
+        """The pass's chunks, checked (:meth:`_check`): streamed, or spooled first on SQLite."""
+        with tempfile.TemporaryDirectory(prefix="labelgate-sql-") as spool:
+            paths: list[Path] = []
+            with connected(self.config.monitor.source.url_env, _WHAT) as conn:
+                if conn.dialect.name != "sqlite":
+                    yield from self._stream(conn)
+                    return
+                for frame in self._stream(conn):
+                    paths.append(Path(spool) / f"{len(paths)}.pkl")
+                    frame.to_pickle(paths[-1])
+            # the SQLite read is over (its connection closed) before the first chunk is merged
+            for path in paths:
+                frame = pd.read_pickle(path)
+                path.unlink()
+                yield frame
+
+    def _stream(self, conn: Any) -> Iterator[pd.DataFrame]:
+        from sqlalchemy import column, select, table, text
+
+        src, ts = self.config.monitor.source, self.ts
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET TIME ZONE 'UTC'")  # naive timestamps compare as UTC (parse_timestamps)
+
+        def source(names: list[str]) -> tuple[Any, dict[str, Any]]:
+            columns: list[Any] = [column(name) for name in names]
+            if src.query:
+                low = self.since if self.since is not None else pd.Timestamp(0, tz="UTC")
+                return (text(bare_query(src.query) + "\n").columns(*columns).subquery("labelgate_source"),
+                        {"watermark": _sql_time(conn, low.to_pydatetime())})
+            schema, _, name_only = (src.table or "").rpartition(".")
+            return table(name_only, *columns, schema=schema or None), {}
+
+        sel, params = source([ts])
+        probe = pd.read_sql_query(select(text("*")).select_from(sel).limit(0), conn, params=params)
+        if ts not in probe.columns:
+            raise InputError(f"The monitor SQL source has no timestamp column {ts!r}; it has "
+                             f"{sorted(map(str, probe.columns))}.", Reason.MISSING_COLUMN, column=ts)
+        cols = self.config.columns
+        wanted = [cols.item, cols.rater, cols.pool, cols.question,
+                  *(self.config.label_column(q) for q in self.config.questions)]
+        order = [c for c in dict.fromkeys(wanted) if c and c != ts and c in probe.columns]
+        sel, params = source([ts, *order])
+        stamp = sel.c[ts]
+        query = select(text("*")).select_from(sel)
+        if self.since is not None:
+            query = query.where(stamp >= _sql_time(conn, self.since.to_pydatetime()))
+        query = query.order_by(stamp.asc().nulls_first(), *(sel.c[name] for name in order))
+        streamed = conn.execution_options(stream_results=True, max_row_buffer=self.bound)
+        for frame in pd.read_sql_query(query, streamed, params=params, chunksize=self.bound):
+            self._check(frame)
+            yield frame
+
+    def _check(self, frame: pd.DataFrame) -> None:
+        """Refuse timestamps out of time order in the read (within the chunk and after the previous one), and text
+        timestamps with a non-zero UTC offset: the database's order and the watermark's comparison would not be
+        the monitor's, and rows would be merged out of order or skipped for good."""
+        values = frame[self.ts]
+        first = self.rows
+        self.rows += len(frame)
+        if not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values)):
+            text = values.map(lambda v: v if isinstance(v, str) else "").str.strip()
+            offset = text.str.contains(_OFFSET, regex=True).to_numpy(bool)
+            if offset.any():
+                at = int(np.argmax(offset))
+                raise InputError(
+                    f"The monitor SQL source's timestamp {values.iloc[at]!r} (row {first + at + 1} of this pass's "
+                    f"read, column {self.ts!r}) carries a UTC offset: its text does not sort in time order. Store UTC "
+                    "times in one spelling, or use a timestamp type.", Reason.UNREADABLE_INPUT, column=self.ts,
+                    row=first + at + 1)
+        stamps = parse_timestamps(values)
+        keep = ~stamps.isna().to_numpy(bool)
+        if not keep.any():
+            return
+        us = stamps.to_numpy(dtype=np.int64, na_value=0)[keep]
+        where = np.flatnonzero(keep)
+        previous = np.concatenate(([self.last[0]] if self.last is not None else [us[0]], us[:-1]))
+        back = np.flatnonzero(us < previous)
+        if len(back):
+            k = int(back[0])
+            row = first + int(where[k]) + 1
+            if k:
+                before, before_row = values.iloc[int(where[k - 1])], first + int(where[k - 1]) + 1
+            else:
+                assert self.last is not None
+                before, before_row = self.last[1], self.last[2]
+            raise InputError(
+                f"The monitor SQL source's timestamps are not in time order: row {row} of this pass's read "
+                f"({self.ts}={values.iloc[int(where[k])]!r}, {_iso(us[k])}) comes after row {before_row} "
+                f"({before!r}, {_iso(previous[k])}). The database sorts them otherwise than their times (on SQLite: "
+                "text in more than one spelling); store UTC times in one spelling, or use a timestamp type.",
+                Reason.UNREADABLE_INPUT, column=self.ts, row=row)
+        self.last = (int(us[-1]), values.iloc[int(where[-1])], first + int(where[-1]) + 1)
+
+
+def bare_query(query: str) -> str:
+    """A query without what may trail it: whitespace, ``;`` and comments (``-- ...`` to the end of the last line,
+    ``/* ... */`` at the end), stripped repeatedly, so that it can run as a subquery."""
+    bare = query
+    while True:
+        stripped = bare.rstrip().rstrip(";").rstrip()
+        if stripped.endswith("*/") and "/*" in stripped:
+            stripped = stripped[: stripped.rindex("/*")]
+        else:
+            line_start = stripped.rfind("\n") + 1
+            comment = _line_comment(stripped[line_start:])
+            if comment is not None:
+                stripped = stripped[: line_start + comment]
+        if stripped == bare:
+            return bare
+        bare = stripped
+
+
+def _line_comment(line: str) -> int | None:
+    """Where a ``--`` comment starts on a line (outside quotes), or None."""
+    quote: str | None = None
+    for i, char in enumerate(line):
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif line.startswith("--", i):
+            return i
+    return None
 
 
 def _sql_time(conn: Any, stamp: Any) -> Any:
-    # SQLite stores datetimes as text 'YYYY-MM-DD HH:MM:SS[.ffffff]' without zone: compare like with like
+    # SQLite stores datetimes as text 'YYYY-MM-DD HH:MM:SS[.ffffff]' without zone: compare like with like. The
+    # fraction's trailing zeros are dropped: the shortest text of the instant sorts at or before each of its spellings
+    # ('...:05' <= '...:05.000000'), so the rows at the watermark are read again as they must be.
     if conn.dialect.name == "sqlite":
-        return pd.Timestamp(stamp).tz_convert("UTC").tz_localize(None).strftime("%Y-%m-%d %H:%M:%S.%f")
+        text = pd.Timestamp(stamp).tz_convert("UTC").tz_localize(None).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return text.rstrip("0").rstrip(".")
     return stamp
 
 
