@@ -7,6 +7,7 @@ and without duplicate judgements the duplicate check is one sort of an int64 key
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -26,20 +27,16 @@ class RowSubset:
     """Labels of a subset of a table's rows (a pool), looked up only when an error names a row.
 
     ``subset[p]`` is the label of the table row ``positions[p]`` (its position when the table has no index). The
-    subset may be given as a mask of the table's rows: its positions are then found only when an error asks.
+    subset is given as a mask of the table's rows: its positions are found only when an error asks.
     """
 
-    def __init__(self, labels: Any, positions: IntArray | None = None, *,
-                 mask: npt.NDArray[np.bool_] | None = None) -> None:
-        self.labels, self._positions, self._mask = labels, positions, mask
+    def __init__(self, labels: Any, mask: npt.NDArray[np.bool_]) -> None:
+        self.labels, self._mask = labels, mask
 
-    @property
+    @cached_property
     def positions(self) -> IntArray:
         """The table rows of the subset, ascending."""
-        if self._positions is None:
-            assert self._mask is not None
-            self._positions = np.flatnonzero(self._mask)
-        return self._positions
+        return np.flatnonzero(self._mask)
 
     def __getitem__(self, position: int) -> Any:
         row = int(self.positions[position])

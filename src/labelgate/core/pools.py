@@ -48,5 +48,5 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
         result[python_scalar(name)] = assemble(
             part(items), part(raters), part(values), level=level, categories=categories, duplicates=duplicates,
             missing=missing, value_column=value,
-            row_labels=row_labels if rows is None else RowSubset(row_labels, mask=rows), shared_item_index=True)
+            row_labels=row_labels if rows is None else RowSubset(row_labels, rows), shared_item_index=True)
     return result

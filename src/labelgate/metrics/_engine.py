@@ -44,7 +44,6 @@ from labelgate.metrics._blocks import (
 )
 from labelgate.metrics._linear import linearized_se, normal_interval
 from labelgate.metrics._resamples import make_rng, resamples
-from labelgate.metrics._resamples import resample_counts as resample_counts  # the other bootstraps import it here
 
 if TYPE_CHECKING:
     import scipy.sparse as sp

@@ -48,11 +48,11 @@ from labelgate.metrics._engine import (
     evaluate,
     interval_of,
     jackknife_components,
-    make_rng,
     safe_ratio,
 )
 from labelgate.metrics._items import Marginals, excluded_single, require_rater_identity, view
 from labelgate.metrics._linear import linearized_se
+from labelgate.metrics._resamples import make_rng
 from labelgate.metrics.weights import Weights
 
 __all__ = ["bennett_s", "build_bennett_s", "build_conger_kappa", "build_fleiss_kappa", "build_gwet_ac",

@@ -17,7 +17,8 @@ import numpy as np
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason
-from labelgate.metrics._engine import check_bootstrap_args, resample_counts
+from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics._resamples import resample_counts
 from labelgate.metrics.cross import prepare_pair
 from labelgate.metrics.variance import (
     CHUNK_CELLS,

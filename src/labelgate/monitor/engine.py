@@ -29,7 +29,7 @@ from labelgate.monitor.stream_store import load_stream, save_stream
 from labelgate.pipeline.config import MonitorConfig, as_monitor_config
 from labelgate.pipeline.database import MONITOR_PASS_LOCK, transaction
 from labelgate.pipeline.migrations import migrate
-from labelgate.pipeline.sources.deliveries import Delivery
+from labelgate.pipeline.sources.deliveries import Delivery, iso_utc
 from labelgate.pipeline.store import ResultsStore
 
 _log = logging.getLogger("labelgate.monitor")
@@ -168,7 +168,7 @@ class Monitor:
                 "deliveries": list(delivery_rows.values()),
                 "n_new": sum(r["n_new"] for r in delivery_rows.values()),
                 "rows": sum(r["n_rows"] for r in delivery_rows.values()),
-                "source_watermark": None if watermark is None else passes.iso(watermark),
+                "source_watermark": None if watermark is None else iso_utc(watermark),
                 "questions": questions,
                 "timing": timing,
             }

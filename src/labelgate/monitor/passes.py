@@ -5,7 +5,7 @@ of several transactions (a SQL source read in chunks)."""
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, func, insert, select, update
@@ -87,8 +87,3 @@ def combined(steps: list[dict[str, Any]]) -> dict[str, Any]:
             timing[key] = round(timing.get(key, 0.0) + seconds, 4)
     out["timing"] = timing
     return out
-
-
-def iso(us: int) -> str:
-    """Microseconds since the epoch as an ISO 8601 time (UTC)."""
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat()

@@ -167,7 +167,7 @@ def read_since(config: MonitorConfig, watermark_us: int | None) -> list[Delivery
         return []
     stamps = parse_timestamps(frame[ts])
     first, last = stamps.min(), stamps.max()
-    delivery_id = f"{src.kind}:{_iso(first)}..{_iso(last)}"
+    delivery_id = f"{src.kind}:{iso_utc(first)}..{iso_utc(last)}"
     return [
         Delivery(
             delivery_id, frame, content_hash(frame), arrived_at=now_us(), default_pool=src.default_pool
@@ -277,7 +277,7 @@ class SqlChunks:
     def _delivery(self, frame: pd.DataFrame, *, more: bool) -> Delivery:
         frame = frame.reset_index(drop=True)
         stamps = parse_timestamps(frame[self.ts]).dropna()
-        span = f"{_iso(stamps.min())}..{_iso(stamps.max())}" if len(stamps) else "no timestamp"
+        span = f"{iso_utc(stamps.min())}..{iso_utc(stamps.max())}" if len(stamps) else "no timestamp"
         delivery = Delivery(
             f"sql:{span}", frame, content_hash(frame), arrived_at=now_us(),
             default_pool=self.config.monitor.source.default_pool, chunk=self.chunks,
@@ -374,8 +374,8 @@ class SqlChunks:
                 before, before_row = self.last[1], self.last[2]
             raise InputError(
                 f"The monitor SQL source's timestamps are not in time order: row {row} of this pass's read "
-                f"({self.ts}={values.iloc[int(where[k])]!r}, {_iso(us[k])}) comes after row {before_row} "
-                f"({before!r}, {_iso(previous[k])}). The database sorts them otherwise than their times (on SQLite: "
+                f"({self.ts}={values.iloc[int(where[k])]!r}, {iso_utc(us[k])}) comes after row {before_row} "
+                f"({before!r}, {iso_utc(previous[k])}). The database sorts them otherwise than their times (on SQLite: "
                 "text in more than one spelling); store UTC times in one spelling, or use a timestamp type.",
                 Reason.UNREADABLE_INPUT, column=self.ts, row=row)
         self.last = (int(us[-1]), values.iloc[int(where[-1])], first + int(where[-1]) + 1)
@@ -434,5 +434,6 @@ def parse_timestamps(values: pd.Series) -> pd.Series:
     return pd.Series(pd.arrays.IntegerArray(np.where(missing, 0, micros), missing), index=values.index)
 
 
-def _iso(us: Any) -> str:
+def iso_utc(us: Any) -> str:
+    """Microseconds since the epoch as an ISO 8601 time (UTC)."""
     return pd.Timestamp(int(us), unit="us", tz="UTC").isoformat()
