@@ -24,7 +24,7 @@ from labelgate.core import columns, strings
 from labelgate.core.columns import _entry_order, factorize
 from labelgate.core.sortcodes import sorted_codes, varying_runs
 from labelgate.core.strings import hash_codes, table_bits
-from test_fast_build import assert_same, forms, random_table, reference_build
+from test_fast_build import assert_every_form_is_the_reference, assert_same, random_table, reference_build
 
 
 def _digit_keys(rng, n, k, width=8):
@@ -85,13 +85,7 @@ def test_varying_runs_mark_exactly_the_bits_that_differ():
 @pytest.mark.parametrize("seed", range(5))
 def test_every_input_form_on_the_sort_route_gives_the_reference_ratings(seed, ids, monkeypatch):
     monkeypatch.setattr(strings, "SORT_BITS", -1)  # every column with more values than the few-values search
-    items, raters, labels = random_table(seed, ids=ids)
-    ref = reference_build(items, raters, labels, "first")
-    for name, data in forms(items, raters, labels):
-        try:
-            assert_same(lg.Ratings.from_long(data, duplicates="first"), ref)
-        except AssertionError as exc:
-            raise AssertionError(f"input form {name!r}: {exc}") from exc
+    assert_every_form_is_the_reference(*random_table(seed, ids=ids))
 
 
 def test_pools_on_the_sort_route_equal_the_hash_route(monkeypatch):

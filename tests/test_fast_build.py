@@ -21,7 +21,8 @@ import pytest
 import labelgate as lg
 from labelgate.core.align import align_items, on_one_index
 from labelgate.core.build import _any_repeated_pair
-from labelgate.core.columns import Column, EncodedColumn, factorize, factorize_objects, take_values
+from labelgate.core.column import Column, EncodedColumn
+from labelgate.core.columns import factorize, factorize_objects, take_values
 from labelgate.core.strings import (
     HEAD,
     fixed_width_codes,
@@ -137,12 +138,15 @@ def forms(items, raters, labels):
 @pytest.mark.parametrize("duplicates", ["first", "last"])
 @pytest.mark.parametrize("seed", range(6))
 def test_every_input_form_gives_the_reference_ratings(seed, duplicates, ids):
-    items, raters, labels = random_table(seed, ids=ids)
+    assert_every_form_is_the_reference(*random_table(seed, ids=ids), duplicates)
+
+
+def assert_every_form_is_the_reference(items, raters, labels, duplicates="first"):
+    """``Ratings.from_long`` of the table in every input form equals the row-by-row reference build."""
     ref = reference_build(items, raters, labels, duplicates)
     for name, data in forms(items, raters, labels):
-        r = lg.Ratings.from_long(data, duplicates=duplicates)
         try:
-            assert_same(r, ref)
+            assert_same(lg.Ratings.from_long(data, duplicates=duplicates), ref)
         except AssertionError as exc:
             raise AssertionError(f"input form {name!r}: {exc}") from exc
 
@@ -372,7 +376,8 @@ def test_labels_of_a_deferred_column_are_made_once_on_first_read():
         calls.append(1)
         return np.asarray(["a", "b"], dtype=object)
 
-    col = Column.deferred(np.asarray([0, 1, 0]), make)
+    col = Column.deferred(np.asarray([0, 1, 0]), make, 2)
+    assert col.n_uniques == 2
     assert calls == []
     assert list(col.uniques) == ["a", "b"] and list(col.uniques) == ["a", "b"]
     assert calls == [1]

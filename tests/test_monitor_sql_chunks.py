@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import create_engine, func, select, text
 
 from labelgate.errors import InputError, Reason
-from labelgate.monitor import Monitor, intake, monitor_config_from_dict
+from labelgate.monitor import Monitor, intake, monitor_config_from_dict, passes
 from labelgate.monitor.raters import expand_rater
 from labelgate.pipeline.config import ConfigError
 from labelgate.pipeline.sources import deliveries
@@ -330,3 +330,36 @@ def test_the_prefect_flow_reads_every_chunk_in_one_run(tmp_path, monkeypatch, pr
     summary = monitor_flow(cfg.model_dump(mode="json"))
     assert summary["rows"] == len(data) and len(summary["steps"]) > 3
     assert_state(snapshot(Monitor(cfg)), one_read(tmp_path, data, table="judgements"))
+
+
+def test_the_pass_summary_adds_up_the_invalid_rows_of_every_chunk(tmp_path, source):
+    data = judgements(seed=29, n_items=60)
+    # rows without an item or of an unknown pool, spread over the table: invalid in several chunks
+    data.loc[data.index[[20, 90, 91, 170, 250]], "item_id"] = None
+    data.loc[data.index[[40, 130, 210]], "pool"] = "elsewhere"
+    source["write"](data)
+    invalid = data["label"].notna() & (data["timestamp"].isna() | data["item_id"].isna()
+                                       | ~data["pool"].isin(["crowd", "trusted"]))
+    summary = Monitor(config(tmp_path, "invalid", 50, table=source["name"])).run_pass(send_alerts=False)
+    per_chunk = [d["n_invalid"] for d in summary["deliveries"]]
+    assert sum(n > 0 for n in per_chunk) >= 3  # invalid rows in more than one transaction (not only the last)
+    assert summary["n_invalid"] == sum(per_chunk) == int(invalid.sum())
+    for key in passes.COUNTS:  # the pass totals are the sums of its deliveries', whatever the chunking
+        assert summary[key] == sum(d[key] for d in summary["deliveries"]), key
+    assert summary["questions"]["label"]["n_new"] == summary["n_new"] > 0
+
+
+def test_a_count_only_an_earlier_chunk_carries_is_summed():
+    def step(pass_id: str, question: dict[str, Any], windows: int, delivery: dict[str, Any]) -> dict[str, Any]:
+        return {"pass_id": pass_id, "started_at": pass_id, "replay": False, "rows": 2, "n_new": delivery["n_new"],
+                "deliveries": [delivery], "timing": {"merge": 0.5},
+                "questions": {"q": {**question, "windows": windows, "events": [], "cumulative": {}}}}
+
+    counts = dict.fromkeys(passes.COUNTS, 0)
+    first = step("a", {"n_new": 1, "n_replaced": 2, "n_removed": 1}, 0, {**counts, "n_new": 1, "n_invalid": 1})
+    last = step("b", {"n_new": 3}, 4, {**counts, "n_new": 3, "n_invalid": 2})  # merged no restatement
+    out = passes.combined([first, last])
+    assert out["questions"]["q"] == {"n_new": 4, "n_replaced": 2, "n_removed": 1, "windows": 4, "events": [],
+                                     "cumulative": {}}
+    assert (out["n_new"], out["n_invalid"], out["rows"], out["steps"]) == (4, 3, 4, ["a", "b"])
+    assert out["started_at"] == "a" and out["timing"] == {"merge": 1.0}

@@ -286,3 +286,11 @@ def test_bare_query_strips_only_what_trails():
     assert bare_query("SELECT 1; /* v2 */ ") == "SELECT 1"
     assert bare_query("SELECT '--x;' AS a -- c\n ;") == "SELECT '--x;' AS a"
     assert bare_query("SELECT 1\n-- a\n/* b */;;") == "SELECT 1"
+    # a string or a quoted name holding "--", ";" or "/*" on a line of its own is code; what the scan cannot read
+    # (an unclosed quote or comment) is kept, for the database to refuse
+    assert bare_query("SELECT 'a\n-- b;' AS x ;\n") == "SELECT 'a\n-- b;' AS x"
+    assert bare_query('SELECT 1 AS "a--b;/*" -- c') == 'SELECT 1 AS "a--b;/*"'
+    assert bare_query("SELECT 'it''s' /* c */ ; -- d") == "SELECT 'it''s'"
+    assert bare_query("SELECT 1 /* open ;") == "SELECT 1 /* open ;"
+    assert bare_query("SELECT 'open ; -- c") == "SELECT 'open ; -- c"
+    assert bare_query("SELECT 1; SELECT 2;") == "SELECT 1; SELECT 2"  # only what trails

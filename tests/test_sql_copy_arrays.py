@@ -93,3 +93,32 @@ def test_the_copy_of_arrays_equals_the_copy_of_rows_on_postgresql():
     assert arrays.shape == rows.shape == (20500, 3)
     assert np.array_equal(arrays[np.argsort(arrays[:, 0])], rows[np.argsort(rows[:, 0])])
     assert BUCKETS == 256
+
+
+def fixed_rows(rows: list[list[int]]) -> bytes:
+    """A binary copy stream of rows of bigint fields (as :func:`~labelgate.sqlagg.pgcopy.rows_of` reads)."""
+    body = b"".join(struct.pack(">h", len(row)) + b"".join(struct.pack(">iq", 8, v) for v in row) for row in rows)
+    return HEADER + body + b"\xff\xff"
+
+
+@pytest.mark.parametrize("parser", ["rows", "arrays"])
+@pytest.mark.parametrize("broken", ["signature", "header_only", "after_trailer", "trailer_only_short"])
+def test_both_copy_parsers_refuse_a_malformed_frame(parser, broken):
+    # one framing (pgcopy.framed) for the row-per-result copy and the copy of arrays: the same refusals
+    from labelgate.sqlagg.pgcopy import rows_of
+
+    data = stream(ROWS) if parser == "arrays" else fixed_rows([[1, 2, 3], [4, 5, 6]])
+    parse = (lambda blocks: arrays_of(blocks, 3)) if parser == "arrays" else (lambda blocks: rows_of(blocks, 3))
+    assert parse(cut(data, 5, 1)).shape[1] == 3
+    assert parse([HEADER + b"\xff\xff"]).shape == (0, 3)  # no rows
+    match = {"signature": "signature", "header_only": "before its header"}.get(broken, "trailer")
+    if broken == "signature":
+        data = b"PGCOPY\n\xff\r\n\x01" + data[11:]
+    elif broken == "header_only":
+        data = HEADER[:-3]
+    elif broken == "after_trailer":
+        data += b"\x00"
+    else:  # the trailer cut in half
+        data = data[:-1]
+    with pytest.raises(InputError, match=match):
+        parse(cut(data, 3, 2))

@@ -14,6 +14,7 @@ path's item order). On SQLite and, with ``LABELGATE_TEST_POSTGRES_URL``, on Post
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import uuid
@@ -26,6 +27,7 @@ import pytest
 sa = pytest.importorskip("sqlalchemy")
 pytest.importorskip("great_expectations")
 
+from labelgate.errors import InputError, Reason  # noqa: E402
 from labelgate.gx._metrics import (  # noqa: E402
     build_pools,
     pools_cross_kappa,
@@ -38,6 +40,7 @@ from labelgate.metrics._resamples import SharedResamples  # noqa: E402
 from labelgate.sqlagg import Scope, aggregate  # noqa: E402
 from labelgate.sqlagg.pools import Pools  # noqa: E402
 from labelgate.sqlagg.sql import SqlAlchemyBackend  # noqa: E402
+from labelgate.sqlagg.values import holds_nan, missing_label  # noqa: E402
 
 KW = {"item_column": "item_id", "rater_column": "rater_id", "label_column": "label", "pool_column": "pool",
       "question_column": "question", "question": "q2", "crowd_pool": "crowd", "trusted_pool": "gold",
@@ -149,6 +152,48 @@ def test_nan_labels_are_missing_as_on_pandas(engine, level):
     assert (nan > 0) == (made.dialect.name == "postgresql")
     results = compare(engine, name, level)
     assert results[0]["n_items"] > 0 and all(r["value"] is not None for r in results)
+
+
+@pytest.mark.parametrize("label_type", ["float", "numeric", "text"])
+def test_nan_labels_are_missing_by_the_columns_type_whatever_ran_first(engine, label_type):
+    # a fresh backend's first query needs the labelled rows: no earlier query has looked at the labels, the
+    # column's type decides (on PostgreSQL a float or numeric column holds NaN; a text 'NaN' is a label)
+    made, _ = engine
+    kinds = {"float": sa.Float(precision=53), "numeric": sa.Numeric(10, 2), "text": sa.String(8)}
+    nan: Any = "NaN" if label_type == "text" else float("nan")
+    data = [{"item_id": i, "rater_id": r, "label": nan if (i + k) % 4 == 0 else (i + k) % 3, "pool": "crowd",
+             "question": "q2"} for i in range(12) for k, r in enumerate("abc")]
+    if label_type == "text":
+        data = [{**r, "label": str(r["label"])} for r in data]
+    name = table(engine, kinds[label_type], data)
+    scope = Scope("item_id", "rater_id", "label", "pool", ("crowd",), "question", "q2")
+    labels = pd.read_sql(sa.text(f'SELECT label FROM "{name}"'), made)["label"]
+    with made.connect() as conn:
+        backend = SqlAlchemyBackend.on_connection(conn, sa.table(name))
+        assert backend.count(scope, "labelled") == int(labels.notna().sum())
+        assert backend.holds_nan(scope) is (made.dialect.name == "postgresql" and label_type != "text")
+        tallies = backend.tallies(scope)
+    assert tallies["crowd"][3] == int(labels.isna().sum()) == (0 if label_type == "text" else 9)
+
+
+def test_a_nan_label_from_a_database_whose_types_are_not_read_is_refused(engine):
+    made, _ = engine
+    assert not missing_label(1.0, "sqlite") and missing_label(None, "mysql") and missing_label(math.nan, "postgresql")
+    with pytest.raises(InputError, match="holds NaN on a duckdb database"):
+        missing_label(math.nan, "duckdb")
+    assert not holds_nan("sqlite", lambda: pytest.fail("SQLite: no type is read"))
+    if made.dialect.name != "postgresql":
+        pytest.skip("SQLite stores a NaN as NULL: no database here returns one")
+    name = table(engine, sa.Float(precision=53), [{"item_id": 1, "rater_id": "a", "label": math.nan, "pool": "crowd",
+                                                   "question": "q2"}])
+    scope = Scope("item_id", "rater_id", "label", "pool", ("crowd",), "question", "q2")
+    with made.connect() as conn:  # the same rows, as if from a database whose driver LabelGate does not know
+        other = SqlAlchemyBackend(sa.table(name), execute=conn.execute, connect=lambda: contextlib.nullcontext(conn),
+                                  dialect="duckdb")
+        assert not other.holds_nan(scope) and other.queries == 0
+        with pytest.raises(InputError, match="holds NaN") as caught:
+            other.tallies(scope)
+    assert caught.value.code == Reason.UNREADABLE_INPUT
 
 
 # ------------------------------------------------------------------ ENUM columns

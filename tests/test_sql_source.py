@@ -199,6 +199,18 @@ def test_query_parameters_are_bound(tmp_path, database):
     assert on_sql["validation"]["sql"]["judgements"] == len(judgements(seed=9))
 
 
+@pytest.mark.parametrize("tail", ["; -- note", ";\n/* v2 */ ;  -- note\n"])
+def test_a_query_ending_on_a_comment_after_a_semicolon_is_read(tmp_path, database, tail):
+    # the batch query is cleaned by the rule of the monitor's SQL source (deliveries.bare_query); a string holding
+    # "--" and ";" on a line of its own is code, not a comment
+    frame = pd.concat([judgements().assign(week=1), judgements(seed=9).assign(week=2)])
+    table = database(frame)
+    query = f"SELECT * FROM {table} WHERE week = :week AND label <> 'x;\n-- y' {tail}"
+    on_sql = run(sql_config(tmp_path, query=query, params={"week": 2}), batch_id="commented")
+    assert on_sql["decision"] != "ERROR", on_sql["reasons"]
+    assert on_sql["validation"]["sql"]["judgements"] == len(judgements(seed=9))
+
+
 def test_an_unreachable_database_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, "postgresql+psycopg://nobody@127.0.0.1:9/none?connect_timeout=2")
     summary = run(sql_config(tmp_path, query="SELECT * FROM judgements"), batch_id="down")

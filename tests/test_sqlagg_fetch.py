@@ -120,7 +120,9 @@ def test_the_tallies_find_the_labels_in_the_same_scan(tables):
         labels = backend.distinct(scope, "label", "labelled")
         assert backend.queries == queries  # no second scan
         fresh = SqlAlchemyBackend.on_connection(connection, sa.table(name))
-        assert labels == fresh.distinct(scope, "label", "labelled") and fresh.queries == 1
+        # one scan on a fresh backend (on PostgreSQL after the label column's type: a LIMIT 0 description)
+        assert labels == fresh.distinct(scope, "label", "labelled")
+        assert fresh.queries == 1 + (engine.dialect.name == "postgresql") and fresh.rows_fetched == len(labels)
         other = Scope("item_id", "rater_id", "label", "pool", POOLS, "question", "q1")
         assert backend.distinct(other, "label", "labelled") == fresh.distinct(other, "label", "labelled")
     rows = df[(df.question == "q2") & df.pool.isin(POOLS)]

@@ -104,9 +104,10 @@ def _filter(question: str | None, metric: str | None) -> Any:
 
 def pass_text(summary: dict[str, Any]) -> str:
     """A readable summary of one pass."""
+    invalid = f", {summary['n_invalid']} invalid row(s) not merged" if summary.get("n_invalid") else ""
     lines = [
         f"monitor {summary.get('monitor')}: pass {summary.get('pass_id')}  {summary.get('n_new')} new "
-        "judgement(s)"
+        f"judgement(s){invalid}"
     ]
     for d in summary.get("deliveries") or []:
         lines.append(

@@ -29,7 +29,7 @@ def align_items(x: SufficientStatistics, y: SufficientStatistics) -> tuple[IntAr
     by :func:`ratings_by_pool` or :func:`on_one_index`), by id otherwise.
     """
     in_x = np.flatnonzero(x.ratings_per_item > 0)
-    if x.item_labels is y.item_labels:
+    if x.shares_items_with(y):
         common = in_x[y.ratings_per_item[in_x] > 0]
         return common, common
     return _match_ids(x, y, in_x)
@@ -42,7 +42,7 @@ def on_one_index(x: R, y: R) -> tuple[R, R]:
     statistics are read in the same order (gathering ``y``'s rows in ``x``'s order is a random access that
     cost more than the whole κx). The judgements, raters and categories are those of ``x`` and ``y``.
     """
-    if x.item_labels is y.item_labels:
+    if x.shares_items_with(y):
         return x, y
     cache: dict[int, tuple[weakref.ref[R], R, R]] = x.__dict__.setdefault("_one_index", {})
     hit = cache.get(id(y))

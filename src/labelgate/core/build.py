@@ -7,14 +7,14 @@ and without duplicate judgements the duplicate check is one sort of an int64 key
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from labelgate.core.categories import Level, resolve_categories
-from labelgate.core.columns import Column, python_scalar
+from labelgate.core.column import Column, python_scalar
+from labelgate.core.index import LabelIndex
 from labelgate.core.strings import BLOCK
 from labelgate.errors import InputError, Reason
 
@@ -26,17 +26,11 @@ MissingPolicy = Literal["drop", "error"]
 class RowSubset:
     """Labels of a subset of a table's rows (a pool), looked up only when an error names a row.
 
-    ``subset[p]`` is the label of the table row ``positions[p]`` (its position when the table has no index). The
-    subset is given as a mask of the table's rows: its positions are found only when an error asks.
+    ``subset[p]`` is the label of the table row ``positions[p]`` (its position when the table has no index).
     """
 
-    def __init__(self, labels: Any, mask: npt.NDArray[np.bool_]) -> None:
-        self.labels, self._mask = labels, mask
-
-    @cached_property
-    def positions(self) -> IntArray:
-        """The table rows of the subset, ascending."""
-        return np.flatnonzero(self._mask)
+    def __init__(self, labels: Any, positions: IntArray) -> None:
+        self.labels, self.positions = labels, positions
 
     def __getitem__(self, position: int) -> Any:
         row = int(self.positions[position])
@@ -86,8 +80,12 @@ def row_label(row_labels: Any, position: int) -> Any:
 
 def assemble(items: Column, raters: Column, values: Column, *, level: Level, categories: Sequence[Any] | None,
              duplicates: DuplicatePolicy, missing: MissingPolicy, value_column: str, row_labels: Any,
-             shared_item_index: bool = False) -> dict[str, Any]:
-    """The keyword arguments of ``Ratings(...)`` from three factorised columns of the same rows."""
+             shared_item_index: LabelIndex | None = None) -> dict[str, Any]:
+    """The keyword arguments of ``Ratings(...)`` from three factorised columns of the same rows.
+
+    ``shared_item_index``: the item index of the whole table, which every pool keeps (else the items the rows
+    use, compacted). The item ids are passed as a :class:`LabelIndex`, made into Python objects when first read.
+    """
     dropped = values.codes < 0
     n_missing = int(np.count_nonzero(dropped))
     if n_missing and missing == "error":
@@ -118,14 +116,17 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
                               raters, row_labels)
     if kept is not None:
         item_codes, rater_codes, value_codes = item_codes[kept], rater_codes[kept], value_codes[kept]
-    if shared_item_index:  # pools keep the index of the whole table, so items align by code
-        item_labels = np.asarray(items.uniques, dtype=object)
+    item_index: LabelIndex
+    if shared_item_index is not None:  # pools keep the index of the whole table, so items align by code
+        item_index = shared_item_index
     else:
-        item_labels, item_codes = compact(items.uniques, item_codes)
-    rater_labels, rater_codes = compact(raters.uniques, rater_codes)
+        used, item_codes = compact_codes(items.n_uniques, item_codes)
+        item_index = items.label_index(used)  # the ids as Python objects are made when first read
+    used, rater_codes = compact_codes(raters.n_uniques, rater_codes)
+    rater_labels = np.asarray(raters.uniques, dtype=object)
     return {"item_codes": item_codes, "rater_codes": rater_codes, "value_codes": value_codes,
-            "item_labels": item_labels, "rater_labels": rater_labels, "categories": cats, "level": level,
-            "n_dropped_missing": n_missing}
+            "item_labels": item_index, "rater_labels": rater_labels if used is None else rater_labels[used],
+            "categories": cats, "level": level, "n_dropped_missing": n_missing}
 
 
 def resolve_duplicates(item_codes: IntArray, rater_codes: IntArray, n_raters: int, policy: DuplicatePolicy,
@@ -180,10 +181,11 @@ def _any_repeated_pair(item_codes: IntArray, rater_codes: IntArray, n_raters: in
     return False
 
 
-def compact(labels: np.ndarray, codes: IntArray) -> tuple[np.ndarray, IntArray]:
-    """Drop labels that no remaining judgement uses and renumber the codes (O(N), no sort)."""
-    used = np.bincount(codes, minlength=len(labels)) > 0
+def compact_codes(n_labels: int, codes: IntArray) -> tuple[npt.NDArray[np.bool_] | None, IntArray]:
+    """``(used, codes)``: which of ``n_labels`` labels a code uses (None: all of them) and the codes renumbered
+    over the used labels only."""
+    used = np.bincount(codes, minlength=n_labels) > 0
     if used.all():
-        return np.asarray(labels, dtype=object), codes
+        return None, codes
     renumber = np.cumsum(used) - 1
-    return np.asarray(labels, dtype=object)[used], renumber[codes].astype(np.int64, copy=False)
+    return used, renumber[codes].astype(np.int64, copy=False)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from labelgate.core.columns import python_scalar
+from labelgate.core.column import python_scalar
 from labelgate.errors import InputError, ParameterError, Reason
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]

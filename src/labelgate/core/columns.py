@@ -29,14 +29,15 @@ The module imports numpy only: pandas and pyarrow objects are recognised by thei
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from labelgate.core.column import Column, IntArray, is_missing
+from labelgate.core.column import EncodedColumn as EncodedColumn  # re-exported: its documented import path
+from labelgate.core.column import python_scalar as python_scalar  # re-exported for older callers
 from labelgate.core.strings import (
     STRING_TYPES,
     arrow_strings,
@@ -45,70 +46,12 @@ from labelgate.core.strings import (
     stacked_codes,
 )
 
-IntArray = npt.NDArray[np.int64]
-
 # A dense integer column (max - min below this many times its length) is coded through a lookup
 # table instead of a sort.
 _DENSE_FACTOR = 4
 
-_NEVER_MISSING = {str, bytes, int, bool}
-
 # Values taken from an Arrow column per call of its ``take``: small allocations, which Arrow's pool reuses.
 TAKE_BLOCK = 1 << 12
-
-
-class Column:
-    """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing.
-
-    The uniques may be given as a function that makes them (:meth:`deferred`), called on the first read of
-    :attr:`uniques`: a build reads an item column's labels — Python strings, most of the memory of a `Ratings`
-    — only after its duplicate check, so that the two never coexist at the build's peak.
-    """
-
-    __slots__ = ("_make", "_uniques", "codes")
-
-    def __init__(self, codes: IntArray, uniques: np.ndarray) -> None:
-        self.codes = codes
-        self._uniques: np.ndarray | None = uniques
-        self._make: Callable[[], np.ndarray] | None = None
-
-    @classmethod
-    def deferred(cls, codes: IntArray, make: Callable[[], np.ndarray]) -> Column:
-        """A column whose uniques ``make()`` returns when first read."""
-        column = cls(codes, np.zeros(0, dtype=object))
-        column._uniques, column._make = None, make
-        return column
-
-    @property
-    def uniques(self) -> np.ndarray:
-        """The value of each code (made on first read for a :meth:`deferred` column)."""
-        if self._uniques is None:
-            assert self._make is not None
-            self._uniques, self._make = self._make(), None
-        return self._uniques
-
-
-@dataclass(frozen=True)
-class EncodedColumn:
-    """A column given already encoded: integer ``codes`` into ``categories`` (-1 = missing).
-
-    Pass it as a column of :meth:`Ratings.from_long` when ids were encoded upstream (a database's
-    dictionary, a previous factorisation): it is read like a pandas categorical, without hashing the ids.
-
-    Examples
-    --------
-    >>> import labelgate as lg
-    >>> from labelgate.core.columns import EncodedColumn
-    >>> items = EncodedColumn([0, 0, 1, 1], ["q1", "q2"])
-    >>> lg.Ratings.from_long({"item_id": items, "rater_id": [0, 1, 0, 1], "label": [1, 1, 0, 1]}).n_items
-    2
-    """
-
-    codes: Any
-    categories: Any
-
-    def __len__(self) -> int:
-        return len(self.codes)
 
 
 def factorize(column: Any, *, ordered: bool = True) -> Column:
@@ -248,18 +191,39 @@ def _stacked_in_order(joint: npt.NDArray[np.integer[Any]], first: IntArray, star
         np.take(joint[start:start + len(chunk.dictionary)], local, out=codes[row:row + local.size])
         row += local.size
 
-    def labels() -> np.ndarray:
-        # ``first`` ascends (codes in order of first entry): the values each chunk's dictionary holds first are a
-        # slice of it, found by one search of the chunks' starts
-        bounds = np.searchsorted(first, starts)
-        out = np.empty(first.size, dtype=object)
-        for k in np.flatnonzero(bounds[1:] > bounds[:-1]):
-            low, high = int(bounds[k]), int(bounds[k + 1])
-            entries = first[low:high] - starts[k]
-            out[low:high] = chunks[k].dictionary.take(entries).to_numpy(zero_copy_only=False)
+    # ``first`` ascends (codes in order of first entry): the values each chunk's dictionary holds first are a
+    # slice of it, found by one search of the chunks' starts; they are taken now (Arrow values, the distinct ones
+    # only: the dictionaries are not kept) and become Python strings when first read
+    bounds = np.searchsorted(first, starts)
+    parts = [chunks[k].dictionary.take(first[int(bounds[k]):int(bounds[k + 1])] - starts[k])
+             for k in np.flatnonzero(bounds[1:] > bounds[:-1])]
+    return Column.deferred(codes, objects_of(parts), first.size)
+
+
+def objects_of(parts: list[Any]) -> Callable[[], np.ndarray]:
+    """A maker of the values of Arrow arrays ``parts``, one after another, as one object array."""
+
+    def make() -> np.ndarray:
+        out = np.empty(sum(len(part) for part in parts), dtype=object)
+        position = 0
+        for part in parts:
+            out[position:position + len(part)] = part.to_numpy(zero_copy_only=False)
+            position += len(part)
         return out
 
-    return Column.deferred(codes, labels)
+    return make
+
+
+def distinct_values(array: Any, first: IntArray) -> Callable[[], np.ndarray]:
+    """A maker of the values of an Arrow (Chunked)Array at ascending rows ``first`` as an object array: the values
+    are taken now, chunk by chunk (the column itself is not kept), and become Python objects when it is called."""
+    parts, start = [], 0
+    for chunk in getattr(array, "chunks", None) or [array]:
+        low, high = np.searchsorted(first, [start, start + len(chunk)])
+        if high > low:
+            parts.append(chunk.take(first[low:high] - start))
+        start += len(chunk)
+    return objects_of(parts)
 
 
 def _canonical(codes: IntArray, labels: np.ndarray, *, check_missing: bool) -> Column:
@@ -326,7 +290,7 @@ def _from_fixed_width(array: Any) -> Column | None:
         return None
     codes, first = found
     if first.size < 2 or (first[1:] > first[:-1]).all():  # first-appearance codes (the hash's): labels on demand
-        return Column.deferred(codes.astype(np.int64, copy=False), lambda: take_values(array, first))
+        return Column.deferred(codes.astype(np.int64, copy=False), distinct_values(array, first), first.size)
     return _renumber(codes, take_values(array, first), first, all_valid=True)
 
 
@@ -471,29 +435,3 @@ def _factorize_exact(arr: np.ndarray) -> Column:
         uniques = np.asarray(list(lookup), dtype=object)
     codes[~missing] = inverse.ravel()
     return _canonical(codes, np.asarray(uniques, dtype=object), check_missing=False)
-
-
-def is_missing(arr: np.ndarray) -> npt.NDArray[np.bool_]:
-    """None, float NaN and pandas' NA / NaT (recognised without importing pandas), elementwise."""
-    flat = arr.ravel()
-    if set(map(type, flat)) <= _NEVER_MISSING:  # one C-level pass settles the usual all-strings case
-        return np.zeros(arr.shape, dtype=bool)
-    out = np.fromiter((v is None or (isinstance(v, float) and math.isnan(v)) or _is_na(v) for v in flat),
-                      dtype=bool, count=flat.size)
-    return out.reshape(arr.shape)
-
-
-def _is_na(value: Any) -> bool:
-    # pandas.NA / NaT without importing pandas: they refuse to be truth-tested
-    # or compare unequal to themselves.
-    if isinstance(value, (str, bytes, int, bool)):
-        return False
-    try:
-        return bool(value != value)
-    except TypeError:
-        return True
-
-
-def python_scalar(value: Any) -> Any:
-    """A numpy scalar as the Python scalar it holds; anything else unchanged."""
-    return value.item() if hasattr(value, "item") and getattr(value, "ndim", 1) == 0 else value

@@ -8,14 +8,18 @@ numpy only; :func:`labelgate.core.ratings.ratings_by_pool` builds the `Ratings` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from labelgate.core.build import DuplicatePolicy, MissingPolicy, RowSubset, assemble, check_ids, require_columns
 from labelgate.core.categories import Level, resolve_categories
-from labelgate.core.columns import Column, factorize, python_scalar
+from labelgate.core.column import Column, IntArray, python_scalar
+from labelgate.core.columns import factorize
+from labelgate.core.parallel import run_steps
 
 
 def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, level: Level,
@@ -31,22 +35,50 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
     """
     require_columns(data, (("pool", pool), ("item", item), ("rater", rater), ("value", value)))
     row_labels = getattr(data, "index", None)
-    items, raters, values, pools = (factorize(data[c], ordered=c != value) for c in (item, rater, value, pool))
+    n_rows = len(data[item])
+    # four independent steps (threads on large tables): the item column, the most costly, on its own; the
+    # others each with the pass that follows its coding
+    steps: list[Callable[[], Any]] = [partial(factorize, data[item]), partial(factorize, data[rater]),
+                                      partial(_values_present, data[value]), partial(_pools_positions, data[pool])]
+    items, raters, (values, present), (pools, positions) = run_steps(steps, n_rows)
     check_ids(((item, items), (rater, raters), (pool, pools)), row_labels)
     if categories is None:  # one category list for all pools: the union of the observed labels
-        present = np.bincount(values.codes[values.codes >= 0], minlength=len(values.uniques)) > 0
         categories, _ = resolve_categories(values.uniques[present], None, level, value)
-    result: dict[Any, dict[str, Any]] = {}
-    for code, name in enumerate(pools.uniques):
-        # a pool's rows by a mask (sequential copies, no row-number array); with one pool, every row as it is
-        rows = None if len(pools.uniques) == 1 else pools.codes == code
+    item_index = items.label_index()  # one index for every pool: items align by code; ids made when first read
 
-        def part(column: Column, rows: Any = rows) -> Column:
+    def pool_part(code: int) -> dict[str, Any]:
+        # a pool's rows (with one pool, every row as it is): one gather per column by their positions
+        rows = positions[code]
+
+        def part(column: Column) -> Column:
             codes = column.codes if rows is None else column.codes[rows]
-            return Column.deferred(codes, lambda: column.uniques)  # item labels made after the duplicate check
+            return Column.deferred(codes, lambda: column.uniques, column.n_uniques)  # labels made on error only
 
-        result[python_scalar(name)] = assemble(
+        return assemble(
             part(items), part(raters), part(values), level=level, categories=categories, duplicates=duplicates,
             missing=missing, value_column=value,
-            row_labels=row_labels if rows is None else RowSubset(row_labels, rows), shared_item_index=True)
-    return result
+            row_labels=row_labels if rows is None else RowSubset(row_labels, rows), shared_item_index=item_index)
+
+    parts = run_steps([partial(pool_part, code) for code in range(len(pools.uniques))], n_rows)
+    return {python_scalar(name): part for name, part in zip(pools.uniques, parts, strict=True)}
+
+
+def _values_present(column: Any) -> tuple[Column, npt.NDArray[np.bool_]]:
+    """The coded label column, and which of its uniques a row holds (categories and dictionaries may hold
+    values no row uses)."""
+    values = factorize(column, ordered=False)
+    codes = values.codes
+    valid = codes if codes.size == 0 or int(codes.min()) >= 0 else codes[codes >= 0]
+    return values, np.bincount(valid, minlength=len(values.uniques)) > 0
+
+
+def _pools_positions(column: Any) -> tuple[Column, list[IntArray | None]]:
+    """The coded pool column and each pool's rows, ascending (None for a single pool: every row, no gather).
+
+    Positions, then one gather per column: a boolean mask per column costs several times the gather on large
+    tables (a branch per row).
+    """
+    pools = factorize(column)
+    if len(pools.uniques) == 1:
+        return pools, [None]
+    return pools, [np.flatnonzero(pools.codes == code) for code in range(len(pools.uniques))]

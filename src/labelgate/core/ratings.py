@@ -19,7 +19,7 @@ contingency tables are read by :mod:`labelgate.core.categories` and
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import cached_property
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,12 +32,15 @@ from labelgate.core.build import (
     MissingPolicy,
     assemble,
     check_ids,
-    compact,
     require_columns,
     row_label,
 )
+from labelgate.core.cached import cached_statistic
 from labelgate.core.categories import Level, contingency_judgements, count_rows, resolve_categories
-from labelgate.core.columns import Column, EncodedColumn, factorize, is_missing, python_scalar
+from labelgate.core.column import Column, EncodedColumn, is_missing, python_scalar
+from labelgate.core.columns import factorize
+from labelgate.core.index import LabelIndex
+from labelgate.core.parallel import run_steps
 from labelgate.core.pools import pool_arguments
 from labelgate.core.statistics import MAX_COUNT_CELLS, FloatArray, IntArray, SufficientStatistics
 from labelgate.core.statistics import _moments as _moments  # re-exported: the Dask kernels use it
@@ -65,7 +68,7 @@ __all__ = [
 
 # The helpers' former private names, imported by the Dask build, the variance design and older callers.
 _Column, _python_scalar, _resolve_categories, _row_label = Column, python_scalar, resolve_categories, row_label
-_is_missing, _compact = is_missing, compact
+_is_missing = is_missing
 
 
 
@@ -94,7 +97,8 @@ class Ratings(SufficientStatistics):
     categories : tuple
         Ordered category list (explicit, or the sorted observed values).
     item_labels, rater_labels : numpy.ndarray
-        Original ids, indexed by item / rater code.
+        Original ids, indexed by item / rater code. The item ids of a table are made into Python objects when
+        ``item_labels`` is first read (no coefficient reads them); ``item_index`` holds them until then.
     n_dropped_missing : int
         Judgements dropped because their value was missing.
 
@@ -107,7 +111,7 @@ class Ratings(SufficientStatistics):
     """
 
     def __init__(self, item_codes: IntArray, rater_codes: IntArray, value_codes: IntArray, *,
-                 item_labels: np.ndarray, rater_labels: np.ndarray, categories: Sequence[Any],
+                 item_labels: np.ndarray | LabelIndex, rater_labels: np.ndarray, categories: Sequence[Any],
                  level: Level, n_dropped_missing: int = 0) -> None:
         check_option(level, LEVELS, "level", "Ratings")
         self.item_codes = np.asarray(item_codes, dtype=np.int64)
@@ -161,7 +165,8 @@ class Ratings(SufficientStatistics):
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
         require_columns(data, (("item", item), ("rater", rater), ("value", value)))
         row_labels = getattr(data, "index", None)
-        items, raters, values = (factorize(data[c], ordered=c != value) for c in (item, rater, value))
+        items, raters, values = run_steps(
+            [partial(factorize, data[c], ordered=c != value) for c in (item, rater, value)], len(data[item]))
         check_ids(((item, items), (rater, raters)), row_labels)
         return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates=duplicates,
                               missing=missing, value_column=value, row_labels=row_labels))
@@ -351,7 +356,7 @@ class Ratings(SufficientStatistics):
         wanted[np.asarray(item_codes, dtype=np.int64)] = True
         rows = wanted[self.item_codes]
         return Ratings(self.item_codes[rows], self.rater_codes[rows], self.value_codes[rows],
-                       item_labels=self.item_labels, rater_labels=self.rater_labels,
+                       item_labels=self.item_index, rater_labels=self.rater_labels,
                        categories=self.categories, level=self.level)
 
     def with_categories(self, categories: Sequence[Any]) -> Ratings:
@@ -362,7 +367,7 @@ class Ratings(SufficientStatistics):
             raise InputError(f"Categories {missing} are not in the new category list {list(categories)}.",
                              Reason.UNKNOWN_CATEGORY, value=missing[0])
         remap = np.asarray([position[c] for c in self.categories], dtype=np.int64)
-        return Ratings(self.item_codes, self.rater_codes, remap[self.value_codes], item_labels=self.item_labels,
+        return Ratings(self.item_codes, self.rater_codes, remap[self.value_codes], item_labels=self.item_index,
                        rater_labels=self.rater_labels, categories=categories, level=self.level,
                        n_dropped_missing=self.n_dropped_missing)
 
@@ -381,7 +386,8 @@ class AggregatedRatings(Ratings):
     """
 
     def __init__(self, row_items: IntArray, row_categories: IntArray, row_counts: IntArray, *,
-                 item_labels: np.ndarray, categories: Sequence[Any], level: Level, n_dropped_missing: int = 0,
+                 item_labels: np.ndarray | LabelIndex, categories: Sequence[Any], level: Level,
+                 n_dropped_missing: int = 0,
                  ) -> None:
         # Ratings.__init__ is not called: it takes per-judgement codes, which this class never needs to hold.
         self.row_items, self.row_categories, self.row_counts = row_items, row_categories, row_counts
@@ -395,23 +401,23 @@ class AggregatedRatings(Ratings):
         """Number of judgements (the sum of the counts)."""
         return self._n_ratings
 
-    @cached_property
+    @cached_statistic
     def ratings_per_item(self) -> IntArray:
         """Number of ratings of each item, shape (n_items,)."""
         return add_up(self.row_items, self.row_counts, self.n_items)
 
-    @cached_property
+    @cached_statistic
     def item_counts(self) -> IntArray:
         """Item x category counts ``n_ic``, shape (n_items, n_categories)."""
         return row_item_counts(self.row_items, self.row_categories, self.row_counts, self.n_items,
                                self.n_categories)
 
-    @cached_property
+    @cached_statistic
     def moment_center(self) -> float:
         """An observed value (the first row's category) subtracted before shift-invariant moment sums."""
         return float(self.category_values[self.row_categories[0]])
 
-    @cached_property
+    @cached_statistic
     def item_moments(self) -> FloatArray:
         """Per-item (count, sum, sum of squares) of the values, from the rows."""
         return self.centered_item_moments(0.0)
@@ -422,7 +428,7 @@ class AggregatedRatings(Ratings):
         return row_moments(self.row_items, self.category_values[self.row_categories] - shift, self.row_counts,
                            self.n_items)
 
-    @cached_property
+    @cached_statistic
     def _expanded(self) -> tuple[IntArray, IntArray, IntArray]:
         return expand_rows(self.row_items, self.row_categories, self.row_counts, self.ratings_per_item)
 

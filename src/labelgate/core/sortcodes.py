@@ -47,10 +47,12 @@ def varying_runs(keys: KeyArray) -> list[tuple[int, int]]:
 def sorted_codes(keys: KeyArray, *, overwrite: bool = False,
                  ) -> tuple[npt.NDArray[np.signedinteger[Any]], IntArray] | None:
     """``(codes, first)`` of packed keys, as :func:`labelgate.core.strings.hash_codes` returns them (codes in
-    order of first appearance, int32 while the rows fit; ``first[c]`` the first row of code ``c``), by one sort.
+    order of first appearance, int64, in the memory of the sorted words; ``first[c]`` the first row of code ``c``),
+    by one sort.
 
     None when the varying bits and the row number do not fit one ``uint64`` together. ``overwrite``: ``keys`` is
-    the caller's own scratch array and may be overwritten (no second row-sized uint64 array).
+    the caller's own scratch array and may be overwritten (no second row-sized uint64 array); the codes are then
+    written into it.
     """
     n = keys.size
     if n == 0:
@@ -65,7 +67,7 @@ def sorted_codes(keys: KeyArray, *, overwrite: bool = False,
         moves.append((np.uint64(((1 << length) - 1) << low), np.uint64(max(shift - low, 0)),
                       np.uint64(max(low - shift, 0))))
         shift += length
-    words = keys if overwrite else np.empty(n, dtype=np.uint64)
+    words = keys if overwrite and keys.flags.c_contiguous and keys.flags.writeable else np.empty(n, dtype=np.uint64)
     scratch = np.empty(min(n, BLOCK), dtype=np.uint64)
     for start in range(0, n, BLOCK):  # word = varying bits of the key, then the row: block by block, in place
         block = keys[start:start + BLOCK]
@@ -94,21 +96,22 @@ def sorted_codes(keys: KeyArray, *, overwrite: bool = False,
     row_mask = np.uint64((1 << row_bits) - 1)
     for start in range(0, n, BLOCK):
         np.bitwise_and(words[start:start + BLOCK], row_mask, out=rows[start:start + BLOCK], casting="unsafe")
-    if not overwrite:
-        del words
     group_start = np.flatnonzero(start_of)
     del start_of
     first_of_group = rows[group_start]  # sorted by key, then row: a group's first word holds its first row
     # codes in order of first appearance: the rank of each group's first row among the first rows (a counting
-    # sort on a mark per row: the first rows are distinct)
+    # sort on a mark per row: the first rows are distinct), read back through a row -> rank table written at the
+    # first rows only. The words are spent: their memory holds that table, then the codes (int64, what a column
+    # keeps) — no new row-sized array, whose first touch costs more than the pass that fills it
     is_first = np.zeros(n, dtype=bool)
     is_first[first_of_group] = True
     first = np.flatnonzero(is_first)  # the first rows, ascending: first[c] is code c's first row
-    rank = np.cumsum(is_first, dtype=index)
     del is_first
-    code_of_group = rank[first_of_group] - 1
+    rank = words.view(index)[:n]  # only the first rows are written, and only they are read
+    rank[first] = np.arange(first.size, dtype=index)
+    code_of_group = rank[first_of_group]
     del rank, first_of_group
     sizes = np.diff(np.append(group_start, n))
-    codes = np.empty(n, dtype=index)
+    codes = words.view(np.int64)
     codes[rows] = np.repeat(code_of_group, sizes)
     return codes, first.astype(np.int64, copy=False)

@@ -7,12 +7,13 @@ numpy only.
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from labelgate.core.cached import cached_statistic
+from labelgate.core.index import LabelIndex, same_index
 from labelgate.errors import InputError, Reason
 
 IntArray = npt.NDArray[np.int64]
@@ -29,7 +30,7 @@ class SufficientStatistics:
     item_codes: IntArray
     rater_codes: IntArray
     value_codes: IntArray
-    item_labels: np.ndarray
+    item_index: LabelIndex
     rater_labels: np.ndarray
     categories: tuple[Any, ...]
     level: str
@@ -40,10 +41,30 @@ class SufficientStatistics:
         """Number of judgements."""
         return int(self.item_codes.size)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a pickle made before the item ids moved into ``item_index`` holds the array as ``item_labels``
+        if "item_labels" in state and "item_index" not in state:
+            state = {**state, "item_index": LabelIndex.of(state["item_labels"])}
+            del state["item_labels"]
+        self.__dict__.update(state)
+
+    @property
+    def item_labels(self) -> np.ndarray:
+        """The item ids by item code (made as Python objects on first read: see :mod:`labelgate.core.index`)."""
+        return self.item_index.labels
+
+    @item_labels.setter
+    def item_labels(self, labels: np.ndarray | LabelIndex) -> None:
+        self.item_index = LabelIndex.of(labels)
+
+    def shares_items_with(self, other: SufficientStatistics) -> bool:
+        """Whether ``other`` has the same item index (pools of one table): items then align by code."""
+        return same_index(self.item_index, other.item_index)
+
     @property
     def n_items(self) -> int:
         """Size of the item index (for pools of :func:`ratings_by_pool`, the whole table's items)."""
-        return len(self.item_labels)
+        return len(self.item_index)
 
     @property
     def n_rated_items(self) -> int:
@@ -65,7 +86,7 @@ class SufficientStatistics:
         """True for interval and ratio levels (labels are numbers)."""
         return self.level in ("interval", "ratio")
 
-    @cached_property
+    @cached_statistic
     def category_values(self) -> FloatArray:
         """Numeric position of each category.
 
@@ -76,12 +97,21 @@ class SufficientStatistics:
             return np.asarray([float(c) for c in self.categories], dtype=np.float64)
         return np.arange(self.n_categories, dtype=np.float64)
 
-    @cached_property
+    @cached_statistic
     def ratings_per_item(self) -> IntArray:
-        """Number of ratings of each item, shape (n_items,)."""
+        """Number of ratings of each item, shape (n_items,).
+
+        Nominal and ordinal coefficients read the item x category counts anyway: there, when that table is allowed
+        (:data:`MAX_COUNT_CELLS`) and not larger than twice the judgements, its row sums spare a pass over every
+        judgement.
+        """
+        cells = self.n_items * self.n_categories
+        if "item_counts" in self.__dict__ or (
+                not self.is_numeric and cells <= min(2 * self.n_ratings, MAX_COUNT_CELLS)):
+            return self.item_counts.sum(axis=1)
         return np.bincount(self.item_codes, minlength=self.n_items).astype(np.int64, copy=False)
 
-    @cached_property
+    @cached_statistic
     def item_counts(self) -> IntArray:
         """Item x category counts ``n_ic``, shape (n_items, n_categories)."""
         cells = self.n_items * self.n_categories
@@ -93,24 +123,24 @@ class SufficientStatistics:
         flat = np.bincount(self.item_codes * self.n_categories + self.value_codes, minlength=cells)
         return flat.reshape(self.n_items, self.n_categories).astype(np.int64, copy=False)
 
-    @cached_property
+    @cached_statistic
     def rater_counts(self) -> IntArray:
         """Rater x category counts, shape (n_raters, n_categories)."""
         cells = self.n_raters * self.n_categories
         flat = np.bincount(self.rater_codes * self.n_categories + self.value_codes, minlength=cells)
         return flat.reshape(self.n_raters, self.n_categories).astype(np.int64, copy=False)
 
-    @cached_property
+    @cached_statistic
     def values(self) -> FloatArray:
         """Numeric value of each judgement (category values), shape (n_ratings,)."""
         return self.category_values[self.value_codes]
 
-    @cached_property
+    @cached_statistic
     def item_moments(self) -> FloatArray:
         """Per-item (count, sum, sum of squares) of the values, shape (n_items, 3)."""
         return _moments(self.item_codes, self.values, self.n_items)
 
-    @cached_property
+    @cached_statistic
     def moment_center(self) -> float:
         """An observed value subtracted before shift-invariant moment sums (avoids cancellation)."""
         return float(self.values[0])
@@ -124,7 +154,7 @@ class SufficientStatistics:
         shift = self.moment_center if center is None else center
         return _moments(self.item_codes, self.values - shift, self.n_items)
 
-    @cached_property
+    @cached_statistic
     def rater_moments(self) -> FloatArray:
         """Per-rater (count, sum, sum of squares) of the values, shape (n_raters, 3)."""
         return _moments(self.rater_codes, self.values, self.n_raters)

@@ -280,13 +280,15 @@ def object_string_codes(values: np.ndarray) -> tuple[IntArray, IntArray] | None:
     except (TypeError, UnicodeEncodeError):  # a value that is not a str, or not ASCII
         return None
     stride = width + 1
-    if len(text) != n * stride - 1:
+    # the layout holds when the text has the length of n values of this width, every NUL of it is a separator
+    # (one C-level count of the bytes) and each separator lies where the layout puts it (one strided read)
+    if len(text) != n * stride - 1 or text.count(b"\x00") != n - 1:
         return None
     buffer = np.zeros(n * stride + 8, dtype=np.uint8)  # 8 bytes beyond the last value: see the keys below
     buffer[:len(text)] = np.frombuffer(text, dtype=np.uint8)
     del text
     rows = buffer[:n * stride].reshape(n, stride)
-    if (rows[:, width] != 0).any() or (width and not rows[:, :width].all()):  # a NUL where a value ought to be
+    if rows[:-1, width].any():  # a separator elsewhere: values of other lengths
         return None
     if width == 0:
         return np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64)

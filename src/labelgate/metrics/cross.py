@@ -206,7 +206,7 @@ def _with_level(r: Ratings, level: str) -> Ratings:
     categories: list[Any] = list(r.categories)
     if level in ("interval", "ratio") and not r.is_numeric:
         categories = list(range(r.n_categories))
-    return Ratings(r.item_codes, r.rater_codes, r.value_codes, item_labels=r.item_labels,
+    return Ratings(r.item_codes, r.rater_codes, r.value_codes, item_labels=r.item_index,
                    rater_labels=r.rater_labels, categories=categories, level=level)  # type: ignore[arg-type]
 
 

@@ -3,15 +3,18 @@
 The metrics share their work through the caches of `Ratings` and of its item views: the item x category
 counts, the per-item agreement (percent agreement, Fleiss, AC1, Conger and SPA), SPA's per-size sums (one
 set for all six weightings) and, for two separately built replications, the item alignment (κx and
-normalized κx match the items once).
+normalized κx match the items once). On large tables the pools are measured on threads of their own
+(:mod:`labelgate.core.parallel`); the numbers do not depend on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.parallel import run_steps
 from labelgate.core.ratings import Ratings
 from labelgate.metrics.agreement import conger_kappa, fleiss_kappa, gwet_ac, percent_agreement
 from labelgate.metrics.alpha import krippendorff_alpha
@@ -42,7 +45,8 @@ def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_bo
     ci, n_boot, seed
         Bootstrap settings passed to every metric.
     progress : callable, optional
-        Called with a short label before each metric (for progress display).
+        Called with a short label before each metric (for progress display); on large tables the pools are
+        measured on threads, so it may be called from several threads, the pools' labels interleaved.
     spa_weightings : sequence of SPA weightings, default ("annotations_m1",)
         The SPA weightings to report (:data:`labelgate.metrics.spa.WEIGHTINGS` for all six); the first is
         reported as ``"spa"``, the others as ``"spa_<weighting>"``.
@@ -61,8 +65,7 @@ def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_bo
     >>> round(float(panel["all"]["fleiss_kappa"]), 4)
     0.4667
     """
-    out: dict[str, dict[str, Estimate]] = {}
-    for name, ratings in pools.items():
+    def pool_row(name: Any, ratings: Ratings) -> dict[str, Estimate]:
         row: dict[str, Estimate] = {}
         for metric, func in SINGLE.items():
             if progress:
@@ -73,7 +76,12 @@ def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_bo
             for position, weighting in enumerate(spa_weightings):
                 key = "spa" if position == 0 else f"spa_{weighting}"
                 row[key] = spa(ratings, weighting, ci=ci, n_boot=n_boot, seed=seed)
-        out[str(name)] = row
+        return row
+
+    # the pools share no statistic: on large tables each is measured on its own thread (labelgate.core.parallel)
+    rows = run_steps([partial(pool_row, name, ratings) for name, ratings in pools.items()],
+                     sum(ratings.n_ratings for ratings in pools.values()))
+    out: dict[str, dict[str, Estimate]] = {str(name): row for name, row in zip(pools, rows, strict=True)}
     if len(pools) == 2:
         (x_name, x), (y_name, y) = pools.items()
         if progress:

@@ -21,8 +21,6 @@ from labelgate.pipeline.sources.deliveries import Delivery, list_files, parse_ti
 from labelgate.pipeline.sources.label_studio_delivery import Hints, ProjectReader
 from labelgate.pipeline.tables import deliveries_table, monitors_table
 
-COUNTS = ("n_new", "n_already", "n_conflicts", "n_invalid", "n_late")
-
 
 @dataclass
 class Accepted:
@@ -130,7 +128,7 @@ def accept(
             "delivery_id": delivery.delivery_id,
             "status": status,
             "n_rows": n_rows,
-            **dict.fromkeys(COUNTS, 0),
+            **dict.fromkeys(passes.COUNTS, 0),
         }
         seen.add(delivery.content_hash)
         if status == "merged":
@@ -143,7 +141,7 @@ def save_counts(conn: Connection, rows: dict[int, dict[str, Any]]) -> None:
     d = deliveries_table
     for number, row in rows.items():
         if row["status"] == "merged":
-            conn.execute(update(d).where(d.c.delivery_no == number).values(**{k: row[k] for k in COUNTS}))
+            conn.execute(update(d).where(d.c.delivery_no == number).values(**{k: row[k] for k in passes.COUNTS}))
 
 
 def advance_source_watermark(conn: Connection, cfg: MonitorConfig, accepted: list[Accepted]) -> int | None:

@@ -60,30 +60,45 @@ def count(engine: Engine, monitor: str, status: str | None) -> int:
         return int(conn.execute(query).scalar() or 0)
 
 
-_COUNTS = ("n_new", "n_already", "n_conflicts", "n_late", "n_replaced", "n_removed", "windows")
+COUNTS = ("n_new", "n_already", "n_conflicts", "n_invalid", "n_late")
+"""A delivery's merge counts (its row of the deliveries table and of a pass summary). Defined here, not in
+:mod:`labelgate.monitor.intake` which fills them, because intake imports this module."""
+
+RESTATEMENT_COUNTS = ("n_replaced", "n_removed")
+"""The counts a merge adds to a delivery and a question once it restates items (absent until then)."""
+
+ADDITIVE = (*COUNTS, *RESTATEMENT_COUNTS)
+"""The counts that add up over the deliveries of a pass and over the transactions of a pass read in chunks; the rest
+of a question's summary (cumulative rows, windows, events, learning notes) comes from the last transaction only,
+the one that measures."""
 
 
 def combined(steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary of a pass made of several transactions: the last one's, with every step's deliveries and counts."""
+    """The summary of a pass made of one or several transactions (``steps``, in order).
+
+    The last transaction's summary, with every transaction's deliveries, rows and timings, each question's
+    :data:`ADDITIVE` counts summed over the transactions, and the pass totals of the deliveries' :data:`COUNTS`
+    (``n_new``, ``n_invalid``, ...).
+    """
     out = {**steps[-1], "steps": [step["pass_id"] for step in steps]}
-    if len(steps) == 1:
-        return out
-    out["started_at"], out["replay"] = steps[0]["started_at"], steps[0]["replay"]
-    out["deliveries"] = [row for step in steps for row in step["deliveries"]]
-    for key in ("n_new", "rows"):
-        out[key] = sum(step[key] for step in steps)
-    questions = {}
-    for name, last in steps[-1]["questions"].items():
-        parts = [step["questions"][name] for step in steps]
-        questions[name] = {
-            **last,
-            **{key: sum(part.get(key, 0) for part in parts) for key in _COUNTS if key in last},
-            "events": [event for part in parts for event in part["events"]],
-        }
-    out["questions"] = questions
-    timing: dict[str, float] = {}
-    for step in steps:
-        for key, seconds in step["timing"].items():
-            timing[key] = round(timing.get(key, 0.0) + seconds, 4)
-    out["timing"] = timing
+    if len(steps) > 1:
+        out["started_at"], out["replay"] = steps[0]["started_at"], steps[0]["replay"]
+        out["deliveries"] = [row for step in steps for row in step["deliveries"]]
+        out["rows"] = sum(step["rows"] for step in steps)
+        out["questions"] = {name: _question(name, steps) for name in steps[-1]["questions"]}
+        timing: dict[str, float] = {}
+        for step in steps:
+            for key, seconds in step["timing"].items():
+                timing[key] = round(timing.get(key, 0.0) + seconds, 4)
+        out["timing"] = timing
+    # one rule for one transaction and for several: a pass's counts are the sums of its deliveries'
+    out.update({key: sum(row[key] for row in out["deliveries"]) for key in COUNTS})
     return out
+
+
+def _question(name: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One question's summary over the transactions of a pass: the last one's, its additive counts summed (a count a
+    transaction lacks, such as ``n_replaced`` before any restatement, adds nothing)."""
+    parts = [step["questions"][name] for step in steps]
+    sums = {key: sum(part.get(key, 0) for part in parts) for key in ADDITIVE if any(key in part for part in parts)}
+    return {**parts[-1], **sums}

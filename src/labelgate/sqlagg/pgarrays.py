@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from labelgate.errors import InputError, Reason
-from labelgate.sqlagg.pgcopy import _TRAILER, _header_size, columns_of, copy_binary
+from labelgate.sqlagg.pgcopy import _TRAILER, columns_of, copy_binary, framed
 
 #: Groups of rows (copy messages) at most: the integer key modulo this.
 BUCKETS = 256
@@ -50,54 +50,42 @@ def copy_int64_arrays(connection: Any, query: Any, width: int, key: int) -> np.n
 
 def arrays_of(blocks: Iterable[bytes | bytearray | memoryview], width: int) -> np.ndarray:
     """The rows of a binary copy stream whose every row is ``width`` bigint arrays of one length, as one (n, width)
-    int64 array (the rows' arrays stacked), however the stream is cut in blocks."""
+    int64 array (the rows' arrays stacked), however the stream is cut in blocks
+    (:func:`~labelgate.sqlagg.pgcopy.framed`)."""
     parts: list[np.ndarray] = [np.empty((0, width), dtype=np.int64)]
-    pending = bytearray()
-    header = True
-    done = False
-    for block in blocks:
-        pending += block
-        if header and len(pending) >= 19 and len(pending) >= _header_size(pending):
-            del pending[:_header_size(pending)]
-            header = False
-        if not header:
-            used, done = _rows(pending, width, parts)
-            del pending[:used]
-    if header or not done or pending:
-        raise InputError(f"The database's binary COPY rows are not {width} bigint arrays (the stream does not end "
-                         "with the format's trailer after whole rows).", Reason.UNREADABLE_INPUT)
+    framed(blocks, lambda data, final: _rows(data, width, parts), f"{width} bigint arrays")
     return np.concatenate(parts)
 
 
-def _rows(data: bytearray, width: int, parts: list[np.ndarray]) -> tuple[int, bool]:
-    """Parse the whole rows at the start of ``data`` into ``parts``: (bytes used, whether the trailer was read)."""
+def _rows(data: bytearray, width: int, parts: list[np.ndarray]) -> int:
+    """Parse the whole rows at the start of ``data`` into ``parts``, up to the trailer; the bytes used."""
     view = memoryview(data)
     pos = 0
     try:
         while len(data) - pos >= 2:
             if bytes(view[pos:pos + 2]) == _TRAILER:
-                return pos + 2, True
+                return pos  # the end of the rows: the trailer is checked by the framing
             fields = int.from_bytes(view[pos:pos + 2], "big", signed=True)
             if fields != width:
                 raise InputError(f"The database's binary COPY rows are not {width} fields.", Reason.UNREADABLE_INPUT)
             spans, at = [], pos + 2
             for _ in range(width):
                 if len(data) - at < 4:
-                    return pos, False
+                    return pos
                 size = int.from_bytes(view[at:at + 4], "big", signed=True)
                 if size < 0:
                     raise InputError("The database's binary COPY rows hold a NULL array.", Reason.UNREADABLE_INPUT)
                 spans.append((at + 4, size))
                 at += 4 + size
             if at > len(data):
-                return pos, False  # the row's end has not arrived
+                return pos  # the row's end has not arrived
             arrays = [_array(view[start:start + size]) for start, size in spans]
             if len({len(a) for a in arrays}) != 1:
                 raise InputError("The database's binary COPY arrays of one row differ in length.",
                                  Reason.UNREADABLE_INPUT)
             parts.append(np.column_stack(arrays))
             pos = at
-        return pos, False
+        return pos
     finally:
         view.release()
 

@@ -98,24 +98,61 @@ def rows_of(blocks: Iterable[bytes | bytearray | memoryview], width: int) -> np.
     row = np.dtype([("fields", ">i2"), *[(f"{name}{k}", ">i4" if name == "n" else ">i8")
                                           for k in range(width) for name in ("n", "v")]])
     chunks: list[np.ndarray] = []
+
+    def consume(data: bytearray, final: bool) -> int:
+        if not final and len(data) < CHUNK_BYTES:
+            return 0
+        # the rest after whole rows: part of a row, or the 2-byte trailer (shorter than any row)
+        chunks.append(_parse(data, row, width))
+        return len(chunks[-1]) * row.itemsize
+
+    framed(blocks, consume, f"{width} non-NULL bigint fields")
+    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def framed(blocks: Iterable[bytes | bytearray | memoryview], consume: Callable[[bytearray, bool], int],
+           rows: str) -> None:
+    """Check the framing of a binary copy stream and hand its rows to ``consume``, however it is cut in blocks.
+
+    The header (signature, flags and extension; it may straddle blocks) is checked and dropped. After each block,
+    ``consume(data, False)`` is given the bytes received and not consumed yet; it parses the whole rows it wants at
+    their start and returns how many bytes it used (the rest waits for more blocks). When the stream ends,
+    ``consume(data, True)`` takes the last rows; what remains then must be exactly the format's trailer.
+
+    Parameters
+    ----------
+    blocks : iterable of bytes-like
+        The stream, cut anywhere.
+    consume : callable
+        The row parser, as above; it refuses a malformed row itself (:class:`~labelgate.errors.InputError`) and
+        stops at the trailer, which no row can start with (a field count of -1).
+    rows : str
+        What a row should be, for the refusal of a stream that does not end with the trailer after whole rows
+        (``"3 non-NULL bigint fields"``).
+
+    Raises
+    ------
+    InputError
+        A stream without the signature, ended before its header, or not ending with the trailer after whole rows
+        (reason ``unreadable_input``).
+    """
     pending = bytearray()
     header = True
     for block in blocks:
         pending += block
-        if header and len(pending) >= 19 and len(pending) >= _header_size(pending):
-            pending = pending[_header_size(pending):]
+        if header:
+            size = _header_size(pending) if len(pending) >= 19 else None
+            if size is None or len(pending) < size:
+                continue
+            del pending[:size]
             header = False
-        if not header and len(pending) >= CHUNK_BYTES:
-            chunks.append(_parse(pending, row, width))
-            del pending[:len(chunks[-1]) * row.itemsize]
+        del pending[:consume(pending, False)]
     if header:
         raise InputError("The database's binary COPY stream ended before its header.", Reason.UNREADABLE_INPUT)
-    last = _parse(pending, row, width)
-    if bytes(pending[len(last) * row.itemsize:]) != _TRAILER:
-        raise InputError(f"The database's binary COPY rows are not {width} non-NULL bigint fields (the stream "
-                         "does not end with the format's trailer after whole rows).", Reason.UNREADABLE_INPUT)
-    chunks.append(last)
-    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    del pending[:consume(pending, True)]
+    if bytes(pending) != _TRAILER:
+        raise InputError(f"The database's binary COPY rows are not {rows} (the stream does not end with the "
+                         "format's trailer after whole rows).", Reason.UNREADABLE_INPUT)
 
 
 def _header_size(data: bytearray) -> int:

@@ -24,7 +24,7 @@ from labelgate.core.categories import sorted_distinct
 from labelgate.sqlagg.backend import Scope, Within
 from labelgate.sqlagg.pgarrays import copy_int64_arrays
 from labelgate.sqlagg.pgcopy import copies, copy_int64
-from labelgate.sqlagg.values import bound, is_nan
+from labelgate.sqlagg.values import bound, holds_nan, missing_label
 
 #: Rows per chunk of the streamed count rows.
 CHUNK = 50_000
@@ -61,8 +61,8 @@ class SqlAlchemyBackend:
         self.duplicate_check = ""
         #: The scope of the last :meth:`tallies` and the labels of its ``"labelled"`` rows.
         self.labelled: tuple[Scope, list[Any]] | None = None
-        #: Label columns in which :meth:`tallies` or :meth:`distinct` found a NaN: a missing label, as on pandas.
-        self.nan_labels: set[str] = set()
+        #: PostgreSQL type OIDs of the batch's columns described so far (:meth:`type_codes`), by name.
+        self.types: dict[str, Any] = {}
 
     @classmethod
     def on_connection(cls, connection: Any, selectable: Any) -> SqlAlchemyBackend:
@@ -102,20 +102,37 @@ class SqlAlchemyBackend:
         return out
 
     def has_label(self, scope: Scope) -> list[Any]:
-        """The conditions of a row with a label: not NULL, and not NaN in a column found to hold NaN.
+        """The conditions of a row with a label: not NULL, and not NaN in a column whose type holds NaN.
 
         pandas reads a NaN label as missing; a database does not (PostgreSQL groups NaN as a value, equal to
-        itself), so once :meth:`tallies` or :meth:`distinct` has seen a NaN in the label column, the rows that
-        enter the statistics and the duplicate check also exclude ``label = 'NaN'`` (a float or numeric column:
-        the literal is read as its NaN). SQLite stores a NaN as NULL, so there it is missing already.
+        itself), so the rows that enter the statistics and the duplicate check also exclude ``label = 'NaN'`` when
+        the label column's type can hold a NaN (:meth:`holds_nan`; the literal is read as the column's NaN).
         """
         import sqlalchemy as sa
 
         label = self.col(scope.label)
-        out = [label.is_not(None)]
-        if scope.label in self.nan_labels:
-            out.append(label != sa.literal_column("'NaN'"))
-        return out
+        return [label.is_not(None), *([label != sa.literal_column("'NaN'")] if self.holds_nan(scope) else [])]
+
+    def holds_nan(self, scope: Scope) -> bool:
+        """Whether the label column's type can hold a NaN (:func:`~labelgate.sqlagg.values.holds_nan`; PostgreSQL:
+        the type read with the item column's, :meth:`type_codes`)."""
+        return holds_nan(self.dialect, lambda: self.type_codes(scope.item, scope.label)[1])
+
+    def type_codes(self, *names: str) -> list[Any]:
+        """PostgreSQL: the type OIDs of columns of the batch, from one ``LIMIT 0`` query for those not described
+        yet (the executor stops at the limit before reading a row: a batch that is a sorted or grouped query is not
+        evaluated for it); None for a column the driver does not describe."""
+        import sqlalchemy as sa
+
+        missing = [name for name in dict.fromkeys(names) if name not in self.types]
+        if missing:
+            result = self.execute(sa.select(*map(self.col, missing)).select_from(self.source).limit(0))
+            self.queries += 1
+            description = list(getattr(getattr(result, "cursor", None), "description", None) or [])
+            result.close()
+            for k, name in enumerate(missing):
+                self.types[name] = getattr(description[k], "type_code", None) if k < len(description) else None
+        return [self.types[name] for name in names]
 
     def stream(self, query: Any, width: int) -> np.ndarray:
         """The integer rows of ``query`` (none NULL) as an (n, width) int64 array: through a binary ``COPY`` on
@@ -170,10 +187,8 @@ class SqlAlchemyBackend:
             t[0] += n
             t[1] += n - items
             t[2] += n - raters
-            if value is None or is_nan(value):
+            if missing_label(value, self.dialect):
                 t[3] += n
-                if value is not None:
-                    self.nan_labels.add(scope.label)
             elif items:
                 labelled[value] = None
         self.labelled = (scope, list(labelled))
@@ -198,9 +213,8 @@ class SqlAlchemyBackend:
         query = (sa.select(c).select_from(self.source).where(*self.where(scope, within), c.is_not(None))
                  .group_by(c).order_by(c))
         values = [row[0] for row in self.fetch(query if limit is None else query.limit(limit))]
-        if column == scope.label and any(is_nan(v) for v in values):  # a missing label, as on pandas
-            self.nan_labels.add(column)
-            values = [v for v in values if not is_nan(v)]
+        if column == scope.label:  # a NaN is a missing label, as on pandas
+            values = [v for v in values if not missing_label(v, self.dialect)]
         return values
 
     def duplicates(self, scope: Scope) -> tuple[int, tuple[Any, Any, Any] | None]:
@@ -361,25 +375,20 @@ class SqlAlchemyBackend:
     def integer_ids(self, scope: Scope) -> bool:
         """Whether the item column holds integers (a PostgreSQL column has one type).
 
-        The type comes from the columns a ``LIMIT 0`` query describes (PostgreSQL's executor stops at the limit
-        before reading a row, so a batch that is a sorted or grouped query is not evaluated for it): the integer
-        types (and ``oid``), which psycopg returns as Python ints, or a text, numeric or float type. Any other type
-        (a domain, an extension's type) is decided by one id looked at, as psycopg returns it (``LIMIT 1``).
+        The type comes from the columns a ``LIMIT 0`` query describes (:meth:`type_codes`, one query for the item
+        and label columns): the integer types (and ``oid``), which psycopg returns as Python ints, or a text,
+        numeric or float type. Any other type (an extension's type) is decided by one id looked at, as psycopg
+        returns it (``LIMIT 1``).
         """
         import sqlalchemy as sa
 
-        item = self.col(scope.item)
-        query = sa.select(item).select_from(self.source).where(*self.where(scope, "labelled"))
-        result = self.execute(query.limit(0))
-        self.queries += 1
-        description = getattr(getattr(result, "cursor", None), "description", None) or [None]
-        type_code = getattr(description[0], "type_code", None)
-        result.close()
+        type_code = self.type_codes(scope.item, scope.label)[0]
         if type_code in _INTEGER_OIDS:
             return True
         if type_code in _OTHER_OIDS:
             return False
-        first = self.fetch(query.limit(1))
+        item = self.col(scope.item)
+        first = self.fetch(sa.select(item).select_from(self.source).where(*self.where(scope, "labelled")).limit(1))
         return bool(first) and type(first[0][0]) is int
 
     def label_code(self, scope: Scope, labels: Sequence[Any]) -> Any:

@@ -1,19 +1,56 @@
 """Values the SQL backend compares with a column or reads back, as pandas would see them.
 
-:func:`bound` binds a string without SQLAlchemy's type cast (so a PostgreSQL ENUM column compares with it), and
-:func:`is_nan` tells a NaN the database returned (a missing label on pandas). SQLAlchemy is imported lazily.
+:func:`bound` binds a string without SQLAlchemy's type cast (so a PostgreSQL ENUM column compares with it);
+:func:`missing_label` tells a missing label the database returned (None, or a NaN: missing on pandas) and
+:func:`holds_nan` whether a label column's type can hold a NaN (then excluded in the queries). SQLAlchemy is imported
+lazily.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from functools import cache
 from typing import Any
+
+from labelgate.errors import InputError, Reason
+
+#: PostgreSQL types whose values can be NaN: float4, float8, numeric (a domain is described as its base type).
+NAN_OIDS = frozenset({700, 701, 1700})
 
 
 def is_nan(v: Any) -> bool:
     """A float or decimal NaN (pandas reads either as a missing value)."""
     return isinstance(v, (float, Decimal)) and v != v
+
+
+def holds_nan(dialect: str, type_code: Callable[[], Any]) -> bool:
+    """Whether a label column can hold a NaN, decided by its type in the database.
+
+    PostgreSQL: a ``real``, ``double precision`` or ``numeric`` column (``type_code()``: the column's type OID,
+    asked only here). SQLite: never — it stores a NaN as NULL and computes NULL where a NaN would arise
+    (``0.0 / 0.0``), whatever a column's declared type (which does not constrain its values). Any other database:
+    its driver's type codes are its own, so no type is read and no NaN is excluded; a NaN label it returns is
+    refused (:func:`missing_label`) rather than counted as a category.
+    """
+    return dialect == "postgresql" and type_code() in NAN_OIDS
+
+
+def missing_label(value: Any, dialect: str) -> bool:
+    """Whether a label the database returned is missing: None, or a NaN (as pandas reads it).
+
+    Raises
+    ------
+    InputError
+        A NaN from a database other than PostgreSQL (reason ``unreadable_input``): :func:`holds_nan` does not read
+        its types, so its queries would count the NaN as a label.
+    """
+    if is_nan(value) and dialect != "postgresql":
+        raise InputError(f"The label column holds NaN on a {dialect or 'an unnamed'} database, whose column types "
+                         "LabelGate does not read to count NaN labels as missing (as pandas does); select the rows "
+                         "without them (WHERE label <> 'NaN') or make them NULL.", Reason.UNREADABLE_INPUT,
+                         value="NaN")
+    return value is None or is_nan(value)
 
 
 def bound(v: Any) -> Any:

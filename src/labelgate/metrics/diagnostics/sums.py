@@ -166,7 +166,7 @@ def _trusted_other(pool: Ratings, trusted: Ratings, kind: Kind, center: float) -
 
 def _item_map(pool: Ratings, trusted: Ratings) -> IntArray:
     """Trusted item code of each pool item code (-1 when the trusted pool has no such item)."""
-    if pool.item_labels is trusted.item_labels:
+    if pool.shares_items_with(trusted):
         return np.arange(pool.n_items, dtype=np.int64)
     lookup = {label: i for i, label in enumerate(trusted.item_labels.tolist())}
     return np.fromiter((lookup.get(label, -1) for label in pool.item_labels.tolist()), dtype=np.int64,

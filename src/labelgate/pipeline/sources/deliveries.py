@@ -382,35 +382,41 @@ class SqlChunks:
 
 
 def bare_query(query: str) -> str:
-    """A query without what may trail it: whitespace, ``;`` and comments (``-- ...`` to the end of the last line,
-    ``/* ... */`` at the end), stripped repeatedly, so that it can run as a subquery."""
-    bare = query
-    while True:
-        stripped = bare.rstrip().rstrip(";").rstrip()
-        if stripped.endswith("*/") and "/*" in stripped:
-            stripped = stripped[: stripped.rindex("/*")]
+    """A query without what may trail it — whitespace, ``;`` and comments (``-- ...`` to the end of a line,
+    ``/* ... */``), in any order — so that it can run as a subquery (the monitor's SQL source, the gate's batch).
+
+    One scan of the whole text: quoted strings and identifiers (``'...'``, ``"..."``; a doubled quote is two
+    strings in a row) are code, comments are not, and the query ends after its last character of code that is not a
+    ``;``. What the scan cannot read is kept as code (an unclosed quote or ``/*`` runs to the end): the database
+    refuses it rather than running a query cut short.
+
+    Examples
+    --------
+    >>> bare_query("SELECT 1 ; -- note")
+    'SELECT 1'
+    >>> bare_query("SELECT '--;' AS b; /* v2 */")
+    "SELECT '--;' AS b"
+    """
+    end, at, n = 0, 0, len(query)  # end: after the last character of code so far
+    while at < n:
+        char = query[at]
+        if char in "'\"":
+            close = query.find(char, at + 1)
+            at = end = n if close < 0 else close + 1
+        elif query.startswith("--", at):
+            newline = query.find("\n", at)
+            at = n if newline < 0 else newline + 1
+        elif query.startswith("/*", at):
+            close = query.find("*/", at + 2)
+            if close < 0:  # unclosed: kept, for the database to refuse
+                at = end = n
+            else:
+                at = close + 2
         else:
-            line_start = stripped.rfind("\n") + 1
-            comment = _line_comment(stripped[line_start:])
-            if comment is not None:
-                stripped = stripped[: line_start + comment]
-        if stripped == bare:
-            return bare
-        bare = stripped
-
-
-def _line_comment(line: str) -> int | None:
-    """Where a ``--`` comment starts on a line (outside quotes), or None."""
-    quote: str | None = None
-    for i, char in enumerate(line):
-        if quote is not None:
-            if char == quote:
-                quote = None
-        elif char in "'\"":
-            quote = char
-        elif line.startswith("--", i):
-            return i
-    return None
+            if not char.isspace() and char != ";":
+                end = at + 1
+            at += 1
+    return query[:end]
 
 
 def _sql_time(conn: Any, stamp: Any) -> Any:
