@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextvars
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from labelgate.errors import ParameterError
@@ -63,6 +62,8 @@ def run_steps(steps: Sequence[Callable[[], T]], rows: int) -> list[T]:
     workers = min(len(steps), allowed) if rows >= MIN_ROWS else 1
     if workers < 2:
         return [step() for step in steps]
+    from concurrent.futures import ThreadPoolExecutor, wait  # only here: `import labelgate` stays light
+
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="labelgate")
     try:
         # each step in a copy of the caller's context: context variables (shared bootstrap resamples) reach it
