@@ -19,7 +19,7 @@ from conftest import postgres_database
 from labelgate.errors import InputError
 from labelgate.monitor import Monitor, intake, monitor_config_from_dict, window_pass
 from labelgate.monitor.engine import Monitor as EngineMonitor
-from labelgate.pipeline.sources.deliveries import bare_query
+from labelgate.pipeline.sources.sql import bare_query
 from labelgate.pipeline.tables import judgements_table, windows_table
 from test_monitor_sql_chunks import ENV, assert_state, config, judgements, one_read, snapshot
 

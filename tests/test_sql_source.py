@@ -201,7 +201,7 @@ def test_query_parameters_are_bound(tmp_path, database):
 
 @pytest.mark.parametrize("tail", ["; -- note", ";\n/* v2 */ ;  -- note\n"])
 def test_a_query_ending_on_a_comment_after_a_semicolon_is_read(tmp_path, database, tail):
-    # the batch query is cleaned by the rule of the monitor's SQL source (deliveries.bare_query); a string holding
+    # the batch query is cleaned by the rule of the monitor's SQL source (sources.sql.bare_query); a string holding
     # "--" and ";" on a line of its own is code, not a comment
     frame = pd.concat([judgements().assign(week=1), judgements(seed=9).assign(week=2)])
     table = database(frame)

@@ -112,7 +112,7 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
     del dropped  # freed before the duplicate check, the peak of the build
     if not np.array_equal(code_of_unique, np.arange(code_of_unique.size)):  # sorted uniques: the codes stand
         value_codes = code_of_unique[value_codes]
-    kept = resolve_duplicates(item_codes, rater_codes, max(len(raters.uniques), 1), duplicates, rows, items,
+    kept = resolve_duplicates(item_codes, rater_codes, max(raters.n_uniques, 1), duplicates, rows, items,
                               raters, row_labels)
     if kept is not None:
         item_codes, rater_codes, value_codes = item_codes[kept], rater_codes[kept], value_codes[kept]
@@ -123,9 +123,8 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
         used, item_codes = compact_codes(items.n_uniques, item_codes)
         item_index = items.label_index(used)  # the ids as Python objects are made when first read
     used, rater_codes = compact_codes(raters.n_uniques, rater_codes)
-    rater_labels = np.asarray(raters.uniques, dtype=object)
     return {"item_codes": item_codes, "rater_codes": rater_codes, "value_codes": value_codes,
-            "item_labels": item_index, "rater_labels": rater_labels if used is None else rater_labels[used],
+            "item_labels": item_index, "rater_labels": raters.label_index(used).labels,
             "categories": cats, "level": level, "n_dropped_missing": n_missing}
 
 

@@ -5,7 +5,6 @@ a missing value: the types every coding route of :mod:`labelgate.core.columns` r
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,45 +27,44 @@ class Column:
     — only after its duplicate check, so that the two never coexist at the build's peak.
     """
 
-    __slots__ = ("_lock", "_make", "_uniques", "codes", "n_uniques")
+    __slots__ = ("_index", "codes")
 
-    def __init__(self, codes: IntArray, uniques: np.ndarray) -> None:
+    def __init__(self, codes: IntArray, uniques: np.ndarray | LabelIndex) -> None:
         self.codes = codes
-        self._uniques: np.ndarray | None = uniques
-        self._make: Callable[[], np.ndarray] | None = None
-        self.n_uniques = len(uniques)
-        self._lock = threading.Lock()  # the pools of one table, built on threads, share their columns' uniques
+        self._index = LabelIndex.of(uniques)  # made once, under its lock: the pools of one table share it
 
     @classmethod
     def deferred(cls, codes: IntArray, make: Callable[[], np.ndarray], n_uniques: int) -> Column:
-        """A column of ``n_uniques`` uniques that ``make()`` returns when first read."""
-        column = cls(codes, np.zeros(0, dtype=object))
-        column._uniques, column._make, column.n_uniques = None, make, int(n_uniques)
-        return column
+        """A column of ``n_uniques`` uniques (an object array) that ``make()`` returns when first read."""
+        return cls(codes, LabelIndex(make=make, size=n_uniques))
 
-    def label_index(self, used: npt.NDArray[np.bool_] | None = None) -> LabelIndex:
-        """The uniques (those ``used``, in order) as an object-array :class:`LabelIndex`, made when first read.
+    def with_codes(self, codes: IntArray) -> Column:
+        """The same uniques (made once for both) with other codes: a pool's rows of a table's column."""
+        return Column(codes, self._index)
 
-        The index holds the maker, not the column: the codes are not kept alive by the `Ratings` it labels.
-        """
-        if self._uniques is not None:
-            labels = np.asarray(self._uniques, dtype=object)
-            return LabelIndex(labels if used is None else labels[used])
-        make = self._make
-        assert make is not None
-        if used is None:
-            return LabelIndex(make=lambda: np.asarray(make(), dtype=object), size=self.n_uniques)
-        return LabelIndex(make=lambda: np.asarray(make(), dtype=object)[used], size=int(np.count_nonzero(used)))
+    @property
+    def n_uniques(self) -> int:
+        """The number of uniques (known before they are made)."""
+        return len(self._index)
 
     @property
     def uniques(self) -> np.ndarray:
         """The value of each code (made on first read for a :meth:`deferred` column)."""
-        if self._uniques is None:
-            with self._lock:  # made once, whichever thread reads first
-                if self._uniques is None:
-                    assert self._make is not None
-                    self._uniques, self._make = self._make(), None
-        return self._uniques
+        return self._index.labels
+
+    def label_index(self, used: npt.NDArray[np.bool_] | None = None) -> LabelIndex:
+        """The uniques (those ``used``, in order) as an object-array :class:`LabelIndex`, made when first read.
+
+        The index holds the column's index (a maker of the distinct values), not the column: the codes are not
+        kept alive by the `Ratings` it labels.
+        """
+        index = self._index
+        if index.ready:
+            labels = np.asarray(index.labels, dtype=object)
+            return LabelIndex(labels if used is None else labels[used])
+        if used is None:
+            return index  # deferred uniques are object arrays: the same index, made once for the column too
+        return LabelIndex(make=lambda: index.labels[used], size=int(np.count_nonzero(used)))
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ import numpy.typing as npt
 
 from labelgate.core.column import Column, IntArray, is_missing
 from labelgate.core.column import EncodedColumn as EncodedColumn  # re-exported: its documented import path
-from labelgate.core.column import python_scalar as python_scalar  # re-exported for older callers
 from labelgate.core.strings import (
     STRING_TYPES,
     arrow_strings,
@@ -194,10 +193,7 @@ def _stacked_in_order(joint: npt.NDArray[np.integer[Any]], first: IntArray, star
     # ``first`` ascends (codes in order of first entry): the values each chunk's dictionary holds first are a
     # slice of it, found by one search of the chunks' starts; they are taken now (Arrow values, the distinct ones
     # only: the dictionaries are not kept) and become Python strings when first read
-    bounds = np.searchsorted(first, starts)
-    parts = [chunks[k].dictionary.take(first[int(bounds[k]):int(bounds[k + 1])] - starts[k])
-             for k in np.flatnonzero(bounds[1:] > bounds[:-1])]
-    return Column.deferred(codes, objects_of(parts), first.size)
+    return Column.deferred(codes, distinct_values([chunk.dictionary for chunk in chunks], first), first.size)
 
 
 def objects_of(parts: list[Any]) -> Callable[[], np.ndarray]:
@@ -214,11 +210,12 @@ def objects_of(parts: list[Any]) -> Callable[[], np.ndarray]:
     return make
 
 
-def distinct_values(array: Any, first: IntArray) -> Callable[[], np.ndarray]:
-    """A maker of the values of an Arrow (Chunked)Array at ascending rows ``first`` as an object array: the values
-    are taken now, chunk by chunk (the column itself is not kept), and become Python objects when it is called."""
+def distinct_values(chunks: list[Any], first: IntArray) -> Callable[[], np.ndarray]:
+    """A maker of the values at ascending rows ``first`` of Arrow arrays ``chunks`` read one after another, as an
+    object array: the values are taken now, chunk by chunk (the chunks are not kept), and become Python objects
+    when it is called."""
     parts, start = [], 0
-    for chunk in getattr(array, "chunks", None) or [array]:
+    for chunk in chunks:
         low, high = np.searchsorted(first, [start, start + len(chunk)])
         if high > low:
             parts.append(chunk.take(first[low:high] - start))
@@ -290,7 +287,8 @@ def _from_fixed_width(array: Any) -> Column | None:
         return None
     codes, first = found
     if first.size < 2 or (first[1:] > first[:-1]).all():  # first-appearance codes (the hash's): labels on demand
-        return Column.deferred(codes.astype(np.int64, copy=False), distinct_values(array, first), first.size)
+        chunks = getattr(array, "chunks", None) or [array]
+        return Column.deferred(codes.astype(np.int64, copy=False), distinct_values(chunks, first), first.size)
     return _renumber(codes, take_values(array, first), first, all_valid=True)
 
 

@@ -51,8 +51,7 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
         rows = positions[code]
 
         def part(column: Column) -> Column:
-            codes = column.codes if rows is None else column.codes[rows]
-            return Column.deferred(codes, lambda: column.uniques, column.n_uniques)  # labels made on error only
+            return column if rows is None else column.with_codes(column.codes[rows])
 
         return assemble(
             part(items), part(raters), part(values), level=level, categories=categories, duplicates=duplicates,

@@ -22,17 +22,21 @@ import numpy.typing as npt
 IntArray = npt.NDArray[np.int64]
 KeyArray = npt.NDArray[np.uint64]
 
-#: Rows per block of the key compaction (its temporaries stay in the cache).
+#: Rows per block when a row-sized temporary is made block by block (its temporaries stay in the cache).
 BLOCK = 1 << 16
+
+
+def varying_bits(words: KeyArray, reference: np.uint64) -> int:
+    """The bits in which some word differs from ``reference``: the OR of ``word XOR reference``, block by block."""
+    varies = np.uint64(0)
+    for start in range(0, words.size, BLOCK):
+        varies |= np.bitwise_or.reduce(words[start:start + BLOCK] ^ reference)
+    return int(varies)
 
 
 def varying_runs(keys: KeyArray) -> list[tuple[int, int]]:
     """The runs ``(first bit, length)`` of the bits in which some key differs from ``keys[0]`` (low bits first)."""
-    varies = np.uint64(0)
-    reference = keys[0]
-    for start in range(0, keys.size, BLOCK):
-        varies |= np.bitwise_or.reduce(keys[start:start + BLOCK] ^ reference)
-    mask, runs, bit = int(varies), [], 0
+    mask, runs, bit = varying_bits(keys, keys[0]), [], 0
     while mask >> bit:
         if (mask >> bit) & 1:
             low = bit

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from labelgate.core.sortcodes import sorted_codes
+from labelgate.core.sortcodes import BLOCK, sorted_codes, varying_bits
 
 IntArray = npt.NDArray[np.int64]
 KeyArray = npt.NDArray[np.uint64]
@@ -65,8 +65,6 @@ SORT_BITS = 19
 #: 334,000 rows of 111,000 distinct 8-byte ids; at 2·10^6 rows and 2**19 slots the two were equal.
 SMALL_SORT_BITS, SMALL_SORT_ROWS = 17, 1 << 20
 
-#: Rows per block when a row-sized temporary is made block by block.
-BLOCK = 1 << 16
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: multiply, keep the high bits
 
@@ -197,11 +195,9 @@ def _window_of_parts(parts: list[npt.NDArray[np.uint8]], width: int) -> KeyArray
     low, high = width, -1  # the varying bytes seen so far: [low, high]
     for offset in sorted({min(start, width - 8) for start in range(0, width, 8)}):
         first_word = np.frombuffer(reference[offset:offset + 8].tobytes(), dtype=np.uint64)[0]
-        varies = np.uint64(0)
+        varies = 0
         for part in parts:
-            words = _words(part, offset)
-            for start in range(0, words.size, BLOCK):
-                varies |= np.bitwise_or.reduce(words[start:start + BLOCK] ^ first_word)
+            varies |= varying_bits(_words(part, offset), first_word)
         varying = np.flatnonzero(np.frombuffer(np.uint64(varies).tobytes(), dtype=np.uint8)) + offset
         if varying.size:
             low, high = min(low, int(varying[0])), max(high, int(varying[-1]))

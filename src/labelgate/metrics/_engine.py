@@ -233,18 +233,13 @@ def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: f
 
 def bootstrap(stat: ItemStatistic, *, n_boot: int, seed: Any) -> np.ndarray:
     """``n_boot`` item-bootstrap replicates of ``stat``'s value, shape ``(n_boot,)`` or ``(n_boot, K)``."""
-    return bootstrap_components(stat, n_boot=n_boot, seed=seed, keys=("value",))["value"]
-
-
-def bootstrap_components(stat: ItemStatistic, *, n_boot: int, seed: Any,
-                         keys: Sequence[str] = ("value",)) -> Components:
-    """Bootstrap replicates of the named components of ``stat`` (one shared resampling)."""
-    return _replicates(stat, n_boot, seed, keys)[0]
+    return _replicates(stat, n_boot, seed, ("value",))[0]["value"]
 
 
 def _replicates(stat: ItemStatistic, n_boot: int, seed: Any, keys: Sequence[str],
                 ) -> tuple[Components, np.random.Generator]:
-    """:func:`bootstrap_components` and the generator after the resamples (the jackknife's sample follows them).
+    """Bootstrap replicates of the named components of ``stat`` (one shared resampling) and the generator after the
+    resamples (the jackknife's sample follows them).
 
     The resamples come from :func:`labelgate.metrics._resamples.resamples`: drawn here, or — inside
     :func:`~labelgate.metrics._resamples.sharing` — the same matrices another statistic on an item axis of the

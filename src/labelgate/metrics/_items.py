@@ -231,9 +231,9 @@ def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:
     key = ("item_agreement", w.shape, w.tobytes())
     cached = v.shared.get(key)
     if cached is None:
-        exact = w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0]))
         # exact agreement reads the integer square sums; only a weighted agreement needs the float table
-        cached = agreement_from_counts(None if exact else v.counts, v.n, w, square_sums(v) if exact else None)
+        cached = (_pair_agreement(square_sums(v), v.n) if _is_identity(w)
+                  else agreement_from_counts(v.counts, v.n, w))
         cached.flags.writeable = False
         v.shared[key] = cached
     return cached
@@ -260,23 +260,24 @@ def square_sums(v: ItemView) -> FloatArray:
     return cached
 
 
-def agreement_from_counts(counts: np.ndarray | None, n: FloatArray, w: FloatArray,
-                          squares: FloatArray | None = None) -> FloatArray:
-    r""":func:`item_agreement` from item x category counts ``counts`` and ratings per item ``n`` (any rows);
-    ``squares``: :math:`\sum_c n_{ic}^2` of the rows, if known (identity ``w`` only; then ``counts`` may be None)."""
-    exact = w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0]))
-    if exact and squares is not None:
-        # n_i' I n_i - n_i is 0 on an item with fewer than two ratings (0 - 0, or 1 - 1), so the masked
-        # quotient below leaves exactly the 0 the zero-filled output had there: one array, no extra copies
-        out = np.subtract(squares, n)
-    else:
-        if counts is None:
-            raise ValueError("agreement_from_counts needs the counts for a weighted agreement")
-        if exact:  # exact agreement: no product
-            out = np.einsum("ic,ic->i", counts, counts) - n
-        else:
-            out = np.einsum("ic,ic->i", counts @ w, counts) - n
-        out[n < 2] = 0.0
+def agreement_from_counts(counts: np.ndarray, n: FloatArray, w: FloatArray) -> FloatArray:
+    r""":func:`item_agreement` from item x category counts ``counts`` and ratings per item ``n`` (any rows)."""
+    if _is_identity(w):  # exact agreement: no product
+        return _pair_agreement(np.einsum("ic,ic->i", counts, counts), n)
+    weighted = np.einsum("ic,ic->i", counts @ w, counts)
+    weighted[n < 2] = n[n < 2]  # a matrix whose diagonal is not 1 must still give 0 on an unpairable item
+    return _pair_agreement(weighted, n)
+
+
+def _is_identity(w: FloatArray) -> bool:
+    return bool(w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0])))
+
+
+def _pair_agreement(weighted_squares: FloatArray, n: FloatArray) -> FloatArray:
+    r"""``(n_i' W n_i - n_i) / (n_i (n_i - 1))`` from ``n_i' W n_i``; 0 on an item with fewer than two ratings."""
+    # n_i' W n_i - n_i is 0 on an item with fewer than two ratings (0 - 0, or 1 - 1, with w_cc = 1; callers with
+    # another diagonal set it so), so the masked quotient leaves exactly the 0 there: one array, no extra copies
+    out = np.subtract(weighted_squares, n)
     den = n - 1.0
     den *= n
     np.divide(out, den, out=out, where=n >= 2)

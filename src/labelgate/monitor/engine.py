@@ -188,7 +188,7 @@ class Monitor:
         delivery_rows: dict[int, dict[str, Any]],
         pass_id: str,
         timing: dict[str, float],
-        final: bool = True,
+        final: bool,
     ) -> dict[str, Any]:
         """Merge, measure and detect one question (only merge unless ``final``); returns its part of the summary."""
         t0 = time.perf_counter()

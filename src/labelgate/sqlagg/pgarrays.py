@@ -22,12 +22,12 @@ import numpy as np
 
 from labelgate.errors import InputError, Reason
 from labelgate.sqlagg.pgcopy import _TRAILER, columns_of, copy_binary, framed
+from labelgate.sqlagg.values import INT8_OID
 
 #: Groups of rows (copy messages) at most: the integer key modulo this.
 BUCKETS = 256
 #: One element of a binary bigint array: a 4-byte length (8) and 8 big-endian bytes.
 _ELEMENT = np.dtype([("n", ">i4"), ("v", ">i8")])
-_INT8_OID = 20
 
 
 def copy_int64_arrays(connection: Any, query: Any, width: int, key: int) -> np.ndarray:
@@ -93,7 +93,7 @@ def _rows(data: bytearray, width: int, parts: list[np.ndarray]) -> int:
 def _array(field: memoryview) -> np.ndarray:
     """A one-dimensional bigint array without NULLs, from its binary form."""
     head = np.frombuffer(field, dtype=">i4", count=3) if len(field) >= 12 else None
-    if head is None or int(head[0]) != 1 or int(head[1]) != 0 or int(head[2]) != _INT8_OID or len(field) < 20:
+    if head is None or int(head[0]) != 1 or int(head[1]) != 0 or int(head[2]) != INT8_OID or len(field) < 20:
         raise InputError("The database's binary COPY rows are not one-dimensional bigint arrays without NULLs.",
                          Reason.UNREADABLE_INPUT)
     n = int(np.frombuffer(field, dtype=">i4", count=1, offset=12)[0])

@@ -24,7 +24,7 @@ from labelgate.core.categories import sorted_distinct
 from labelgate.sqlagg.backend import Scope, Within
 from labelgate.sqlagg.pgarrays import copy_int64_arrays
 from labelgate.sqlagg.pgcopy import copies, copy_int64
-from labelgate.sqlagg.values import bound, holds_nan, missing_label
+from labelgate.sqlagg.values import INTEGER_OIDS, OTHER_OIDS, bound, holds_nan, missing_label
 
 #: Rows per chunk of the streamed count rows.
 CHUNK = 50_000
@@ -32,10 +32,6 @@ CHUNK = 50_000
 WIDE_CELLS = 16
 #: Labels numbered by the database with a ``CASE`` (more: numbered on the client from their values).
 _CASE_LABELS = 256
-#: PostgreSQL type OIDs of a result column: int8, int2, int4, oid (psycopg returns ints); text, varchar, bpchar,
-#: name, uuid, numeric, float4, float8 (it does not).
-_INTEGER_OIDS = frozenset({20, 21, 23, 26})
-_OTHER_OIDS = frozenset({25, 1043, 1042, 19, 2950, 1700, 700, 701})
 
 
 class SqlAlchemyBackend:
@@ -383,9 +379,9 @@ class SqlAlchemyBackend:
         import sqlalchemy as sa
 
         type_code = self.type_codes(scope.item, scope.label)[0]
-        if type_code in _INTEGER_OIDS:
+        if type_code in INTEGER_OIDS:
             return True
-        if type_code in _OTHER_OIDS:
+        if type_code in OTHER_OIDS:
             return False
         item = self.col(scope.item)
         first = self.fetch(sa.select(item).select_from(self.source).where(*self.where(scope, "labelled")).limit(1))

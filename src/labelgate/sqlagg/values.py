@@ -15,8 +15,14 @@ from typing import Any
 
 from labelgate.errors import InputError, Reason
 
-#: PostgreSQL types whose values can be NaN: float4, float8, numeric (a domain is described as its base type).
+#: PostgreSQL type OIDs of a result column (a domain is described as its base type). int8:
+INT8_OID = 20
+#: int8, int2, int4, oid (psycopg returns ints)
+INTEGER_OIDS = frozenset({INT8_OID, 21, 23, 26})
+#: float4, float8, numeric: the types whose values can be NaN
 NAN_OIDS = frozenset({700, 701, 1700})
+#: the other types psycopg does not return as ints: text, varchar, bpchar, name, uuid, and the NaN types
+OTHER_OIDS = frozenset({25, 1043, 1042, 19, 2950}) | NAN_OIDS
 
 
 def is_nan(v: Any) -> bool:

@@ -27,7 +27,7 @@ import pandas as pd
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.folders import Folder
-from labelgate.pipeline.sources.sql import connected
+from labelgate.pipeline.sources.sql import connected, subquery_text
 from labelgate.pipeline.sources.tables import content_hash, load_table
 
 
@@ -242,7 +242,7 @@ class SqlChunks:
     spelling (SQLite stores text: one spelling of UTC, e.g. ``YYYY-MM-DD HH:MM:SS[.ffffff]``, or a number of seconds).
 
     A ``query`` runs as a subquery with ``:watermark`` bound to the pass's starting watermark (the epoch on the first
-    pass); trailing ``;``, whitespace and comments are stripped first (:func:`bare_query`).
+    pass); trailing ``;``, whitespace and comments are stripped first (:func:`.sql.bare_query`).
     """
 
     def __init__(self, config: MonitorConfig, watermark_us: int | None) -> None:
@@ -314,7 +314,7 @@ class SqlChunks:
             columns: list[Any] = [column(name) for name in names]
             if src.query:
                 low = self.since if self.since is not None else pd.Timestamp(0, tz="UTC")
-                return (text(bare_query(src.query) + "\n").columns(*columns).subquery("labelgate_source"),
+                return (text(subquery_text(src.query)).columns(*columns).subquery("labelgate_source"),
                         {"watermark": _sql_time(conn, low.to_pydatetime())})
             schema, _, name_only = (src.table or "").rpartition(".")
             return table(name_only, *columns, schema=schema or None), {}
@@ -379,44 +379,6 @@ class SqlChunks:
                 "text in more than one spelling); store UTC times in one spelling, or use a timestamp type.",
                 Reason.UNREADABLE_INPUT, column=self.ts, row=row)
         self.last = (int(us[-1]), values.iloc[int(where[-1])], first + int(where[-1]) + 1)
-
-
-def bare_query(query: str) -> str:
-    """A query without what may trail it — whitespace, ``;`` and comments (``-- ...`` to the end of a line,
-    ``/* ... */``), in any order — so that it can run as a subquery (the monitor's SQL source, the gate's batch).
-
-    One scan of the whole text: quoted strings and identifiers (``'...'``, ``"..."``; a doubled quote is two
-    strings in a row) are code, comments are not, and the query ends after its last character of code that is not a
-    ``;``. What the scan cannot read is kept as code (an unclosed quote or ``/*`` runs to the end): the database
-    refuses it rather than running a query cut short.
-
-    Examples
-    --------
-    >>> bare_query("SELECT 1 ; -- note")
-    'SELECT 1'
-    >>> bare_query("SELECT '--;' AS b; /* v2 */")
-    "SELECT '--;' AS b"
-    """
-    end, at, n = 0, 0, len(query)  # end: after the last character of code so far
-    while at < n:
-        char = query[at]
-        if char in "'\"":
-            close = query.find(char, at + 1)
-            at = end = n if close < 0 else close + 1
-        elif query.startswith("--", at):
-            newline = query.find("\n", at)
-            at = n if newline < 0 else newline + 1
-        elif query.startswith("/*", at):
-            close = query.find("*/", at + 2)
-            if close < 0:  # unclosed: kept, for the database to refuse
-                at = end = n
-            else:
-                at = close + 2
-        else:
-            if not char.isspace() and char != ";":
-                end = at + 1
-            at += 1
-    return query[:end]
 
 
 def _sql_time(conn: Any, stamp: Any) -> Any:

@@ -83,3 +83,48 @@ def read_query(url_env: str | None, query: str, what: str, params: Mapping[str, 
     from sqlalchemy import text
 
     return read_sql(url_env, what, lambda _connection: (text(query), params or {}))
+
+
+def bare_query(query: str) -> str:
+    """A query without what may trail it — whitespace, ``;`` and comments (``-- ...`` to the end of a line,
+    ``/* ... */``), in any order — so that it can run as a subquery (the monitor's SQL source, the gate's batch).
+
+    One scan of the whole text: quoted strings and identifiers (``'...'``, ``"..."``; a doubled quote is two
+    strings in a row) are code, comments are not, and the query ends after its last character of code that is not a
+    ``;``. What the scan cannot read is kept as code (an unclosed quote or ``/*`` runs to the end): the database
+    refuses it rather than running a query cut short.
+
+    Examples
+    --------
+    >>> bare_query("SELECT 1 ; -- note")
+    'SELECT 1'
+    >>> bare_query("SELECT '--;' AS b; /* v2 */")
+    "SELECT '--;' AS b"
+    """
+    end, at, n = 0, 0, len(query)  # end: after the last character of code so far
+    while at < n:
+        char = query[at]
+        if char in "'\"":
+            close = query.find(char, at + 1)
+            at = end = n if close < 0 else close + 1
+        elif query.startswith("--", at):
+            newline = query.find("\n", at)
+            at = n if newline < 0 else newline + 1
+        elif query.startswith("/*", at):
+            close = query.find("*/", at + 2)
+            if close < 0:  # unclosed: kept, for the database to refuse
+                at = end = n
+            else:
+                at = close + 2
+        else:
+            if not char.isspace() and char != ";":
+                end = at + 1
+            at += 1
+    return query[:end]
+
+
+def subquery_text(query: str) -> str:
+    """A user's query as the text of a subquery: :func:`bare_query`, then a newline, so that what the scan leaves
+    at the end (an unclosed quote or comment, kept for the database to refuse) cannot swallow the text the caller
+    appends after it."""
+    return bare_query(query) + "\n"

@@ -38,9 +38,8 @@ from labelgate.errors import InputError, Reason
 from labelgate.pipeline import validation
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
 from labelgate.pipeline.limits import MAX_COLUMNS
-from labelgate.pipeline.sources.deliveries import bare_query
 from labelgate.pipeline.sources.pools import question_value
-from labelgate.pipeline.sources.sql import connected
+from labelgate.pipeline.sources.sql import connected, subquery_text
 from labelgate.pipeline.sources.sql_judgements import apply_session, as_text, coded_judgements, digest
 from labelgate.sqlagg.plan import AggregatePlan
 from labelgate.sqlagg.raters import RaterEvidence, rater_evidence
@@ -200,7 +199,7 @@ class _Loader:
         params = dict(source.params or {})
         # the query as the monitor's SQL source runs it (what trails it stripped; the newline ends a comment the
         # scan keeps, so that it cannot swallow the closing parenthesis of the subqueries wrapping it)
-        text = sa.text(bare_query(str(source.query)) + "\n").bindparams(
+        text = sa.text(subquery_text(str(source.query))).bindparams(
             *[sa.bindparam(k, v) for k, v in params.items()])
         names = connection.execute(sa.select(sa.text("*")).select_from(text.columns().subquery("lg_probe"))
                                    .where(sa.false())).keys()
