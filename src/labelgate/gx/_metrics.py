@@ -200,32 +200,31 @@ def _package(est: Estimate, pools: Pools, **extra: Any) -> dict[str, Any]:
     return out
 
 
+def _shared(pools: Pools, metric: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``metric(*args, **kwargs)`` packaged, its bootstrap drawing the suite's shared resamples."""
+    with sharing(pools.resamples):
+        est = metric(*args, **kwargs)
+    return _package(est, pools)
+
+
 def pools_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """kappa_x(crowd, trusted) of the batch (:func:`labelgate.cross_kappa`)."""
-    with sharing(pools.resamples):
-        est = cross_kappa(pools.crowd, _trusted(pools), **_boot(kw))
-    return _package(est, pools)
+    return _shared(pools, cross_kappa, pools.crowd, _trusted(pools), **_boot(kw))
 
 
 def pools_normalized_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """Normalized kappa_x(crowd, trusted) (:func:`labelgate.normalized_cross_kappa`)."""
-    with sharing(pools.resamples):
-        est = normalized_cross_kappa(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
-    return _package(est, pools)
+    return _shared(pools, normalized_cross_kappa, pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
 
 
 def pools_irr_comparison(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """IRR of the crowd and of the trusted pool on their common items, jointly bootstrapped."""
-    with sharing(pools.resamples):
-        est = irr_comparison(pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
-    return _package(est, pools)
+    return _shared(pools, irr_comparison, pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
 
 
 def pools_spa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """SPA of the crowd pool (:func:`labelgate.spa`)."""
-    with sharing(pools.resamples):
-        est = spa(pools.crowd, weighting=kw["weighting"], **_boot(kw))
-    return _package(est, pools)
+    return _shared(pools, spa, pools.crowd, weighting=kw["weighting"], **_boot(kw))
 
 
 def pools_icc_gap(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:

@@ -82,13 +82,18 @@ class SqlAlchemyBackend:
 
         return sa.column(name)
 
+
+    def equals(self, name: str, value: Any) -> Any:
+        """``column = value``, the value bound without a type cast (:func:`~labelgate.sqlagg.values.bound`): a
+        PostgreSQL ENUM column compares with it."""
+        return self.col(name) == bound(value)
     def where(self, scope: Scope, within: Within) -> list[Any]:
         """The conditions selecting the rows ``within``."""
         out: list[Any] = []
         if within == "all":
             return out
         if scope.question is not None:
-            out.append(self.col(str(scope.question_column)) == bound(scope.question))
+            out.append(self.equals(str(scope.question_column), scope.question))
         if within == "question":
             return out
         if scope.pool is not None:
@@ -319,15 +324,15 @@ class SqlAlchemyBackend:
         wide = coded and len(pools) * len(labels) <= WIDE_CELLS
         if wide:
             def cell(pool: Any, v: Any) -> Any:
-                match = [self.col(str(scope.pool)) == bound(pool)] if pool is not None else []
-                return sa.func.count(sa.case((sa.and_(*match, label == bound(v)), 1)))
+                match = [self.equals(str(scope.pool), pool)] if pool is not None else []
+                return sa.func.count(sa.case((sa.and_(*match, self.equals(scope.label, v)), 1)))
 
             query = (sa.select(item, *[cell(p, v) for p in pools for v in labels]).select_from(self.source)
                      .where(*self.where(scope, "labelled")).group_by(item))
         else:
             pool_code: Any = sa.literal(0)
             if scope.pool is not None:
-                pool_code = sa.case(*((self.col(scope.pool) == bound(v), k) for k, v in enumerate(scope.pools)),
+                pool_code = sa.case(*((self.equals(scope.pool, v), k) for k, v in enumerate(scope.pools)),
                                     else_=-1)
             keys = ([self.col(scope.pool)] if scope.pool is not None else []) + [item, label]
             query = (sa.select(pool_code, item, self.label_code(scope, labels) if coded else label, sa.func.count())
@@ -391,11 +396,11 @@ class SqlAlchemyBackend:
         """The position of the row's label in ``labels`` (-1 for another label)."""
         import sqlalchemy as sa
 
-        return sa.case(*((self.col(scope.label) == bound(v), k) for k, v in enumerate(labels)), else_=-1)
+        return sa.case(*((self.equals(scope.label, v), k) for k, v in enumerate(labels)), else_=-1)
 
     def first_pool(self, scope: Scope) -> list[Any]:
         """The conditions selecting the ``"labelled"`` rows of the first pool."""
-        first = [self.col(str(scope.pool)) == bound(scope.pools[0])] if scope.pool is not None else []
+        first = [self.equals(str(scope.pool), scope.pools[0])] if scope.pool is not None else []
         return [*self.where(scope, "labelled"), *first]
 
     def rater_contexts(self, scope: Scope, labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
@@ -413,13 +418,13 @@ class SqlAlchemyBackend:
         counts = (sa.select(*keys, item.label("i"),
                             *[sa.func.sum(sa.case((code == k, 1), else_=0)).label(f"n{k}") for k in range(q)])
                   .select_from(self.source).where(*self.where(scope, "labelled")).group_by(*keys, item))
-        mine = counts.where(*([self.col(str(scope.pool)) == bound(scope.pools[0])] if keys else [])).subquery("lg_c1")
+        mine = counts.where(*([self.equals(str(scope.pool), scope.pools[0])] if keys else [])).subquery("lg_c1")
         judged = (sa.select(self.col(scope.rater).label("r"), code.label("l"), item.label("i"))
                   .select_from(self.source).where(*self.first_pool(scope)).subquery("lg_j"))
         first = [mine.c[f"n{k}"] for k in range(q)]
         join = judged.join(mine, mine.c.i == judged.c.i)
         if keys and len(scope.pools) > 1:
-            other = counts.where(self.col(str(scope.pool)) == bound(scope.pools[1])).subquery("lg_c2")
+            other = counts.where(self.equals(str(scope.pool), scope.pools[1])).subquery("lg_c2")
             join = join.outerjoin(other, other.c.i == judged.c.i)
             second: list[Any] = [sa.func.coalesce(other.c[f"n{k}"], 0) for k in range(q)]
         else:
