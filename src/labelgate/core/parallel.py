@@ -49,9 +49,12 @@ def thread_count() -> int:
         return os.cpu_count() or 1
 
 
-def run_steps(steps: Sequence[Callable[[], T]], rows: int) -> list[T]:
+def run_steps(steps: Sequence[Callable[[], T]], rows: int, *, max_threads: int | None = None) -> list[T]:
     """The results of ``steps`` in their order: on threads when there are ``rows >= MIN_ROWS`` rows and more
     than one thread, else one after another.
+
+    ``max_threads`` caps the threads below :func:`thread_count`: the steps start in their order, each on the first
+    free thread, so a later step can be held back until an earlier one has ended (and made what it reuses).
 
     Examples
     --------
@@ -59,7 +62,7 @@ def run_steps(steps: Sequence[Callable[[], T]], rows: int) -> list[T]:
     [1, 2]
     """
     allowed = thread_count()  # read on every call: a bad setting fails on small tables too, not first in production
-    workers = min(len(steps), allowed) if rows >= MIN_ROWS else 1
+    workers = min(len(steps), allowed, max_threads or allowed) if rows >= MIN_ROWS else 1
     if workers < 2:
         return [step() for step in steps]
     from concurrent.futures import ThreadPoolExecutor, wait  # only here: `import labelgate` stays light

@@ -246,9 +246,14 @@ def cross_kappa(x: Ratings, y: Ratings, distance: Distance = None, *, ci: float 
     """
     check_bootstrap_args(ci, n_boot, seed, "cross_kappa", ci_method)
     x, y, cx, cy = prepare_pair(x, y, "cross_kappa")
-    stat = build_cross_kappa(x, y, cx, cy, distance)
-    stat.details.update(_coverage(x, y, cx))
-    return evaluate("cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
+    return _kappa_estimate(x, y, cx, build_cross_kappa(x, y, cx, cy, distance), ci, n_boot, seed, ci_method)
+
+
+def _kappa_estimate(x: Ratings, y: Ratings, cx: IntArray, kappa: ItemStatistic, ci: float | None, n_boot: int,
+                    seed: Any, ci_method: str) -> Estimate:
+    """The Estimate of kappa_x from its statistic (normalized kappa_x may share it: it reads no details of it)."""
+    kappa.details.update(_coverage(x, y, cx))
+    return evaluate("cross_kappa", kappa, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
 def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alpha", distance: Distance = None,
@@ -287,7 +292,13 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     check_bootstrap_args(ci, n_boot, seed, "normalized_cross_kappa", ci_method)
     check_option(irr, tuple(IRR_BUILDERS), "irr", "normalized_cross_kappa")
     x, y, cx, cy = prepare_pair(x, y, "normalized_cross_kappa")
-    kappa = build_cross_kappa(x, y, cx, cy, distance)
+    return _normalized_estimate(x, y, cx, cy, build_cross_kappa(x, y, cx, cy, distance), irr, distance, ci,
+                                n_boot, seed, ci_method)
+
+
+def _normalized_estimate(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, kappa: ItemStatistic, irr: str,
+                         distance: Distance, ci: float | None, n_boot: int, seed: Any, ci_method: str) -> Estimate:
+    """The Estimate of normalized kappa_x from kappa_x's statistic on the prepared pair."""
     irr_x, irr_y = _irr_with_distance(irr, x, cx, distance), _irr_with_distance(irr, y, cy, distance)
 
     def finalize(parts: list[Components]) -> Components:
@@ -311,6 +322,36 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     stat.interval_components = ("cross_kappa", "irr_x", "irr_y")
     stat.details.update({"irr": irr, **_coverage(x, y, cx)})
     return evaluate("normalized_cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
+
+
+def cross_pair(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+               ci_method: str = DEFAULT_CI_METHOD) -> dict[str, Estimate]:
+    r"""kappa_x and normalized kappa_x (Krippendorff's alpha, the level's distance) of one pair, prepared once.
+
+    The same two Estimates as :func:`cross_kappa` and :func:`normalized_cross_kappa` called with the same
+    arguments, for half the work: the categories are merged, the common items aligned and kappa_x's statistic
+    built once for both (what :func:`labelgate.metrics.panel.metrics_panel` reports for two pools).
+
+    Raises
+    ------
+    DesignError
+        When no item is rated in both replications (named as by :func:`cross_kappa`).
+
+    Examples
+    --------
+    >>> import labelgate as lg
+    >>> x = lg.Ratings.from_wide([[1, 1], [0, 0], [0, 0], [1, 0], [1, 1], [0, 1]])
+    >>> y = lg.Ratings.from_wide([[1, 1], [0, 0], [0, 1], [1, 1], [1, 1], [0, 0]])
+    >>> both = cross_pair(x, y)
+    >>> round(float(both["cross_kappa"]), 4), round(float(both["normalized_cross_kappa"]), 4)
+    (0.5, 0.9682)
+    """
+    check_bootstrap_args(ci, n_boot, seed, "cross_kappa", ci_method)
+    x, y, cx, cy = prepare_pair(x, y, "cross_kappa")
+    kappa = build_cross_kappa(x, y, cx, cy)
+    return {"cross_kappa": _kappa_estimate(x, y, cx, kappa, ci, n_boot, seed, ci_method),
+            "normalized_cross_kappa": _normalized_estimate(x, y, cx, cy, kappa, "krippendorff_alpha", None, ci,
+                                                           n_boot, seed, ci_method)}
 
 
 def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_alpha", *,

@@ -2,8 +2,9 @@
 
 The metrics share their work through the caches of `Ratings` and of its item views: the item x category
 counts, the per-item agreement (percent agreement, Fleiss, AC1, Conger and SPA), SPA's per-size sums (one
-set for all six weightings) and, for two separately built replications, the item alignment (κx and
-normalized κx match the items once). On large tables the pools are measured on threads of their own
+set for all six weightings) and, for two replications, the pair's preparation (κx and normalized κx merge the
+categories, match the items and build κx's statistic once: :func:`labelgate.metrics.cross.cross_pair`). On large
+tables the pools are measured on threads of their own and the pair on the first of them to end
 (:mod:`labelgate.core.parallel`); the numbers do not depend on it.
 """
 
@@ -18,7 +19,7 @@ from labelgate.core.parallel import run_steps
 from labelgate.core.ratings import Ratings
 from labelgate.metrics.agreement import conger_kappa, fleiss_kappa, gwet_ac, percent_agreement
 from labelgate.metrics.alpha import krippendorff_alpha
-from labelgate.metrics.cross import cross_kappa, normalized_cross_kappa
+from labelgate.metrics.cross import cross_pair
 from labelgate.metrics.spa import Weighting, spa
 
 Progress = Callable[[str], None]
@@ -78,16 +79,20 @@ def metrics_panel(pools: Mapping[Any, Ratings], *, ci: float | None = 0.95, n_bo
                 row[key] = spa(ratings, weighting, ci=ci, n_boot=n_boot, seed=seed)
         return row
 
-    # the pools share no statistic: on large tables each is measured on its own thread (labelgate.core.parallel)
-    rows = run_steps([partial(pool_row, name, ratings) for name, ratings in pools.items()],
-                     sum(ratings.n_ratings for ratings in pools.values()))
-    out: dict[str, dict[str, Estimate]] = {str(name): row for name, row in zip(pools, rows, strict=True)}
+    steps: list[Callable[[], dict[str, Estimate]]] = [partial(pool_row, name, r) for name, r in pools.items()]
+    names = [str(name) for name in pools]
     if len(pools) == 2:
         (x_name, x), (y_name, y) = pools.items()
-        if progress:
-            progress(f"{x_name} vs {y_name}: cross-replication")
-        out[f"{x_name} vs {y_name}"] = {
-            "cross_kappa": cross_kappa(x, y, ci=ci, n_boot=n_boot, seed=seed),
-            "normalized_cross_kappa": normalized_cross_kappa(x, y, ci=ci, n_boot=n_boot, seed=seed),
-        }
-    return out
+
+        def cross_row() -> dict[str, Estimate]:
+            if progress:
+                progress(f"{x_name} vs {y_name}: cross-replication")
+            return cross_pair(x, y, ci=ci, n_boot=n_boot, seed=seed)
+
+        steps.append(cross_row)
+        names.append(f"{x_name} vs {y_name}")
+    # on large tables the steps run on threads (labelgate.core.parallel), one per pool: the pair's step starts on
+    # the thread of the pool that ends first (the pair reuses the pools' count tables, made by then) instead of
+    # after both
+    rows = run_steps(steps, sum(ratings.n_ratings for ratings in pools.values()), max_threads=len(pools))
+    return dict(zip(names, rows, strict=True))
