@@ -272,7 +272,7 @@ def object_string_codes(values: np.ndarray) -> tuple[IntArray, IntArray] | None:
         return None
     width = len(values[0])
     try:
-        text = "\x00".join(values).encode("ascii")
+        text = "\x00".join(values.tolist()).encode("ascii")  # from a list: faster than from the array
     except (TypeError, UnicodeEncodeError):  # a value that is not a str, or not ASCII
         return None
     stride = width + 1
