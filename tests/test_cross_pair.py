@@ -17,7 +17,7 @@ import pytest
 import labelgate as lg
 from labelgate.core import parallel
 from labelgate.core.parallel import run_steps
-from labelgate.errors import DesignError
+from labelgate.errors import DesignError, ParameterError
 from labelgate.metrics.cross import cross_pair
 from labelgate.metrics.panel import metrics_panel
 
@@ -59,6 +59,12 @@ def test_cross_pair_without_common_items_is_refused_as_cross_kappa_refuses():
     with pytest.raises(DesignError) as alone_error:
         lg.cross_kappa(x, y)
     assert str(pair_error.value) == str(alone_error.value)
+
+
+def test_cross_pair_names_itself_in_a_parameter_error():
+    x = lg.Ratings.from_wide([[1, 1], [0, 0]])
+    with pytest.raises(ParameterError, match="'ci' parameter of cross_pair"):
+        cross_pair(x, x, ci=2.0)
 
 
 def test_the_panels_pair_is_the_two_functions_called_apart(monkeypatch):

@@ -3,7 +3,8 @@
 Starts a server (random free port, its own PREFECT_HOME), serves ``flows/serve_monitor.py`` with a 5-second
 interval and waits for two monitor passes in the results store; both processes (and the flow-run processes
 the runner spawns, in the runner's process group) are stopped at the end. Skips when the server cannot start.
-26-50 s on two cores, quiet or with four busy loops; up to about 110 s at load average 16. The wait is bounded
+52 s on two quiet cores (with four busy loops on them, the first two passes came within 17 s of the runner's
+start); up to about 110 s at load average 16. The wait is bounded
 at 300 s because it ends as soon as the passes are there; a failure prints the server's flow runs by state and
 the tails of both logs, so that a run that never started (scheduler) is told apart from one that never finished
 (runner or flow). The flow itself is also run once on the session's temporary API.

@@ -346,8 +346,8 @@ def cross_pair(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot: int =
     >>> round(float(both["cross_kappa"]), 4), round(float(both["normalized_cross_kappa"]), 4)
     (0.5, 0.9682)
     """
-    check_bootstrap_args(ci, n_boot, seed, "cross_kappa", ci_method)
-    x, y, cx, cy = prepare_pair(x, y, "cross_kappa")
+    check_bootstrap_args(ci, n_boot, seed, "cross_pair", ci_method)
+    x, y, cx, cy = prepare_pair(x, y, "cross_kappa")  # the refusal the panel gave when it called cross_kappa
     kappa = build_cross_kappa(x, y, cx, cy)
     return {"cross_kappa": _kappa_estimate(x, y, cx, kappa, ci, n_boot, seed, ci_method),
             "normalized_cross_kappa": _normalized_estimate(x, y, cx, cy, kappa, "krippendorff_alpha", None, ci,
