@@ -8,6 +8,7 @@ replications and on pools of one table, at every level; the panel runs it on the
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 
 import numpy as np
@@ -79,8 +80,24 @@ def test_the_panels_pair_is_the_two_functions_called_apart(monkeypatch):
 
 def test_run_steps_never_uses_more_threads_than_max_threads(monkeypatch):
     monkeypatch.setenv("LABELGATE_THREADS", "4")
+    sizes = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers: int, **kw) -> None:
+            sizes.append(max_workers)
+            super().__init__(max_workers=max_workers, **kw)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Recording)
+    pair = threading.Barrier(2, timeout=60)  # each step waits for a second one to run beside it
+
     def name() -> str:
+        pair.wait()
         return threading.current_thread().name
-    names = run_steps([name] * 8, rows=parallel.MIN_ROWS, max_threads=2)
-    assert len(set(names)) <= 2 and all(n.startswith("labelgate") for n in names)
-    assert run_steps([name] * 3, rows=parallel.MIN_ROWS, max_threads=1) == [threading.current_thread().name] * 3
+
+    names = run_steps([name] * 4, rows=parallel.MIN_ROWS, max_threads=2)
+    assert len(set(names)) == 2 and all(n.startswith("labelgate") for n in names)
+    run_steps([name] * 4, rows=parallel.MIN_ROWS)
+    assert sizes == [2, 4]  # four threads allowed: the cap, then no cap
+    alone = [threading.current_thread().name] * 3
+    assert run_steps([lambda: threading.current_thread().name] * 3, rows=parallel.MIN_ROWS, max_threads=1) == alone
+    assert sizes == [2, 4]  # one thread: no pool at all
