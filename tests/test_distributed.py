@@ -205,7 +205,7 @@ def test_items_split_across_partitions_get_one_code(client):
     assert float(lg.krippendorff_alpha(r)) == float(lg.krippendorff_alpha(lg.Ratings.from_long(df)))
 
 
-def test_count_metrics_do_not_fetch_the_codes_but_conger_does(client):
+def test_count_metrics_do_not_fetch_the_codes_but_conger_intervals_do(client):
     rng = np.random.default_rng(3)
     df = pd.DataFrame({"item_id": rng.integers(0, 30, 200), "rater_id": rng.integers(0, 6, 200),
                        "label": rng.integers(0, 3, 200)})
@@ -213,7 +213,9 @@ def test_count_metrics_do_not_fetch_the_codes_but_conger_does(client):
     for func in (lg.krippendorff_alpha, lg.fleiss_kappa, lg.gwet_ac, lg.spa, lg.percent_agreement):
         func(r, ci=0.95, n_boot=50, seed=1)
     assert r._codes is None
-    lg.conger_kappa(r)
+    lg.conger_kappa(r)  # every item rated: the point estimate reads the rater x category counts
+    assert r._codes is None
+    lg.conger_kappa(r, ci=0.95, n_boot=50, seed=1)  # its interval needs each judgement's rater
     assert r._codes is not None
 
 
@@ -222,8 +224,9 @@ def test_released_codes_give_a_clear_error(client):
     r = ratings_from_dask(dd.from_pandas(df, npartitions=2))
     r.release()
     assert math.isfinite(float(lg.percent_agreement(r)))  # statistics stay on the driver
+    assert math.isfinite(float(lg.conger_kappa(r)))  # every item rated: the rater x category counts suffice
     with pytest.raises(DistributedError, match="released"):
-        lg.conger_kappa(r)
+        lg.conger_kappa(r, ci=0.95, n_boot=50, seed=1)
 
 
 def test_errors_match_the_in_memory_builder(client):

@@ -506,16 +506,15 @@ def test_the_panel_on_the_whole_item_axis_equals_the_gathered_computation(level)
         whole = build(*args, every) if build is build_alpha else build(*args, every, every)
         permuted = build(*args, backwards) if build is build_alpha else build(*args, backwards, backwards)
         assert whole.point()["value"][0] == pytest.approx(permuted.point()["value"][0], abs=1e-14), build
-        if whole.blocks is not None:
-            for a, b in zip(whole.blocks, permuted.blocks, strict=True):
-                np.testing.assert_allclose(column_sums(a), column_sums(b), rtol=1e-13)
+        for a, b in zip(whole.get_blocks(), permuted.get_blocks(), strict=True):
+            np.testing.assert_allclose(column_sums(a), column_sums(b), rtol=1e-13)
     if level == "nominal":  # the nominal shortcut n'(1 - I) n = n^2 - sum n_c^2 against the matrix product
         q = x.n_categories
         assert float(lg.cross_kappa(x, y)) == float(lg.cross_kappa(x, y, distance=1.0 - np.eye(q)))
         counts = x.item_counts.astype(float)
         n = counts.sum(axis=1)
         within = np.einsum("ic,ic->i", counts @ (1.0 - np.eye(q)), counts) * (1.0 / (n - 1.0))  # as before
-        assert np.array_equal(build_alpha(x).blocks[0][:, 0], within)
+        assert np.array_equal(build_alpha(x).get_blocks()[0][:, 0], within)
 
 
 def test_the_six_spa_weightings_share_their_sums_and_equal_a_fresh_computation():
@@ -527,6 +526,36 @@ def test_the_six_spa_weightings_share_their_sums_and_equal_a_fresh_computation()
         first = lg.spa(shared, weighting, ci=0.9, n_boot=200, seed=1)
         fresh = lg.spa(lg.Ratings.from_long(data, duplicates="first"), weighting, ci=0.9, n_boot=200, seed=1)
         assert float(first) == float(fresh) and first.ci == fresh.ci
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nominal_alpha_and_kappa_x_point_totals_are_the_exact_sums_of_their_blocks(seed):
+    """Nominal α's and κx's point estimates read integer sums, not the float tables: the same numbers, exactly."""
+    from labelgate.metrics._blocks import column_sums
+    from labelgate.metrics.alpha import build_alpha
+    from labelgate.metrics.cross import build_cross_kappa
+
+    rng = np.random.default_rng(seed)
+    n = 4000  # 1-5 ratings per item: single-rated items, hence the masked table in the blocks
+    data = {"item_id": rng.integers(0, 1500, n), "rater_id": rng.integers(0, 40, n), "label": rng.integers(0, 5, n),
+            "pool": rng.choice(["x", "y"], n)}
+    pools = lg.ratings_by_pool(data, duplicates="first")
+    x, y = pools["x"], pools["y"]
+    assert (x.ratings_per_item == 1).any()
+    common = np.flatnonzero((x.ratings_per_item > 0) & (y.ratings_per_item > 0))
+    stats = [lambda: build_alpha(x), lambda: build_alpha(x, np.flatnonzero(x.ratings_per_item >= 2)[::2]),
+             lambda: build_cross_kappa(x, y, common, common), lambda: build_cross_kappa(x, y, common[::2], common[::2])]
+    for make in stats:
+        stat = make()
+        assert stat.blocks is None  # the point estimate builds no block ...
+        assert "_float_item_counts" not in x.__dict__ and "_float_item_counts" not in y.__dict__  # ... nor floats
+        point = stat.point()
+        sums = [column_sums(block) for block in stat.get_blocks()]
+        for total, summed in zip(stat.totals, sums, strict=True):
+            assert np.array_equal(np.atleast_2d(total), summed)
+        assert point["value"][0] == stat.finalize(sums)["value"][0]
+        for r in (x, y):
+            r.__dict__.pop("_float_item_counts", None)  # the next statistic starts without it too
 
 
 @pytest.mark.parametrize("marginals", ["all_rated_items", "pairable_items"])
@@ -606,3 +635,46 @@ def test_an_arrow_dictionary_that_repeats_a_value_gives_that_id_one_code():
     missing = pa.DictionaryArray.from_arrays(pa.array([0, 3], pa.int32()), dictionary)  # the null entry
     with pytest.raises(lg.InputError, match="missing"):
         lg.Ratings.from_long(pa.table({"item_id": missing, "rater_id": ["a", "b"], "label": [1, 0]}))
+
+
+def test_columns_of_few_values_keep_narrow_codes_and_ratings_get_int64():
+    """Label and pool columns keep a byte a row; the Ratings built from them hold int64 codes, the same ones."""
+    from labelgate.core.column import code_counts, int64_codes, used_codes
+
+    rng = np.random.default_rng(8)
+    n = 5000
+    frame = pd.DataFrame({"item_id": rng.integers(0, 900, n), "rater_id": rng.integers(0, 30, n).astype(str),
+                          "label": rng.integers(0, 5, n), "pool": pd.array(rng.choice(["A", "B"], n), dtype="str")})
+    labels = factorize(frame["label"], ordered=False)
+    assert labels.codes.dtype == np.int8
+    assert factorize(frame["pool"]).codes.dtype == np.int8
+    assert np.array_equal(labels.uniques[labels.codes], frame["label"].to_numpy())
+    pools = lg.ratings_by_pool(frame, duplicates="first")
+    for name, part in pools.items():
+        reference = lg.Ratings.from_long(frame[frame["pool"] == name].reset_index(drop=True), duplicates="first")
+        for attribute in ("item_codes", "rater_codes", "value_codes"):
+            assert getattr(part, attribute).dtype == np.int64
+        assert np.array_equal(part.value_codes, reference.value_codes)
+        assert np.array_equal(part.rater_labels[part.rater_codes], reference.rater_labels[reference.rater_codes])
+    read_only = frame["label"].to_numpy()
+    assert not read_only.flags.writeable  # pandas' arrays: the case the blockwise count spares a copy of
+    assert np.array_equal(code_counts(read_only, 5), np.bincount(read_only, minlength=5))
+    narrow = np.array([3, -1, 0, 3, 1], dtype=np.int8)
+    assert used_codes(narrow, 5).tolist() == [True, True, False, True, False]
+    rows = np.array([4, 0, 2])
+    assert int64_codes(narrow, rows).dtype == np.int64 and int64_codes(narrow, rows).tolist() == [1, 3, 0]
+
+
+def test_pair_counts_block_by_block_equal_one_bincount():
+    from labelgate.core.statistics import PAIR_BLOCK, pair_counts
+
+    rng = np.random.default_rng(9)
+    n = 5 * PAIR_BLOCK + 123  # several blocks and a short last one
+    raters, labels = rng.integers(0, 40, n), rng.integers(0, 3, n)
+    counts = pair_counts(raters, labels, 3, 40 * 3)
+    assert counts.dtype == np.int64
+    assert np.array_equal(counts, np.bincount(raters * 3 + labels, minlength=120))
+    r = lg.Ratings.from_long({"item_id": np.arange(n) // 4, "rater_id": raters, "label": labels}, duplicates="first")
+    expected = np.zeros((r.n_raters, r.n_categories), dtype=np.int64)
+    np.add.at(expected, (r.rater_codes, r.value_codes), 1)
+    assert np.array_equal(r.rater_counts, expected)

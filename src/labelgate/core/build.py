@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from labelgate.core.categories import Level, resolve_categories
-from labelgate.core.column import Column, python_scalar
+from labelgate.core.column import Column, int64_codes, python_scalar
 from labelgate.core.index import LabelIndex
 from labelgate.core.strings import BLOCK
 from labelgate.errors import InputError, Reason
@@ -64,6 +64,8 @@ def require_columns(data: Any, roles: Iterable[tuple[str, str]]) -> None:
 def check_ids(columns: Iterable[tuple[str, Column]], row_labels: Any) -> None:
     """Raise on the first missing id, naming the column and the row."""
     for name, col in columns:
+        if col.codes.size == 0 or int(col.codes.min()) >= 0:  # the usual case: one reduction, no mask
+            continue
         bad = np.flatnonzero(col.codes < 0)
         if bad.size:
             row = row_label(row_labels, bad[0])
@@ -85,6 +87,7 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
 
     ``shared_item_index``: the item index of the whole table, which every pool keeps (else the items the rows
     use, compacted). The item ids are passed as a :class:`LabelIndex`, made into Python objects when first read.
+    The columns' codes become the build's own: int64 ones are renumbered in place and kept by the `Ratings`.
     """
     dropped = values.codes < 0
     n_missing = int(np.count_nonzero(dropped))
@@ -103,13 +106,14 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
                          f"{list(cats)}.", Reason.UNKNOWN_CATEGORY, column=value_column,
                          row=row_label(row_labels, first_bad), value=bad_value)
     rows: IntArray | None = None  # positions of the kept rows; None: every row, in order (no gather)
-    item_codes, rater_codes, value_codes = items.codes, raters.codes, values.codes
     if n_missing:
         rows = np.flatnonzero(~dropped)
         if rows.size == 0:
             raise InputError(f"Column {value_column!r} has no non-missing value.", Reason.EMPTY_INPUT)
-        item_codes, rater_codes, value_codes = item_codes[rows], rater_codes[rows], value_codes[rows]
     del dropped  # freed before the duplicate check, the peak of the build
+    # the ids as int64 (a column may keep narrower codes); the labels' codes are widened by the Ratings
+    item_codes, rater_codes = int64_codes(items.codes, rows), int64_codes(raters.codes, rows)
+    value_codes = values.codes if rows is None else values.codes[rows]
     if not np.array_equal(code_of_unique, np.arange(code_of_unique.size)):  # sorted uniques: the codes stand
         value_codes = code_of_unique[value_codes]
     kept = resolve_duplicates(item_codes, rater_codes, max(raters.n_uniques, 1), duplicates, rows, items,
@@ -120,9 +124,9 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
     if shared_item_index is not None:  # pools keep the index of the whole table, so items align by code
         item_index = shared_item_index
     else:
-        used, item_codes = compact_codes(items.n_uniques, item_codes)
+        used, item_codes = compact_codes(items.n_uniques, item_codes, in_place=True)
         item_index = items.label_index(used)  # the ids as Python objects are made when first read
-    used, rater_codes = compact_codes(raters.n_uniques, rater_codes)
+    used, rater_codes = compact_codes(raters.n_uniques, rater_codes, in_place=True)
     return {"item_codes": item_codes, "rater_codes": rater_codes, "value_codes": value_codes,
             "item_labels": item_index, "rater_labels": raters.label_index(used).labels,
             "categories": cats, "level": level, "n_dropped_missing": n_missing}
@@ -180,11 +184,21 @@ def _any_repeated_pair(item_codes: IntArray, rater_codes: IntArray, n_raters: in
     return False
 
 
-def compact_codes(n_labels: int, codes: IntArray) -> tuple[npt.NDArray[np.bool_] | None, IntArray]:
+def compact_codes(n_labels: int, codes: IntArray, *, in_place: bool = False,
+                  ) -> tuple[npt.NDArray[np.bool_] | None, IntArray]:
     """``(used, codes)``: which of ``n_labels`` labels a code uses (None: all of them) and the codes renumbered
-    over the used labels only."""
+    over the used labels only.
+
+    ``in_place``: ``codes`` is the caller's own array (a build's, which no one else reads), renumbered block by
+    block where it lies: the pools of a table use part of its raters each, and a new row-sized array per pool
+    would cost more to first touch than the pass that fills it.
+    """
     used = np.bincount(codes, minlength=n_labels) > 0
     if used.all():
         return None, codes
     renumber = np.cumsum(used) - 1
-    return used, renumber[codes].astype(np.int64, copy=False)
+    if not in_place:
+        return used, renumber[codes]
+    for start in range(0, codes.size, BLOCK):
+        codes[start:start + BLOCK] = renumber[codes[start:start + BLOCK]]
+    return used, codes

@@ -15,12 +15,20 @@ import numpy.typing as npt
 from labelgate.core.index import LabelIndex
 
 IntArray = npt.NDArray[np.int64]
+#: Codes as a column keeps them: any signed integer type (narrow for columns of few values, see :func:`code_type`).
+CodeArray = npt.NDArray[np.signedinteger[Any]]
 
 _NEVER_MISSING = {str, bytes, int, bool}
+
+#: Rows per block of a pass over codes that would otherwise make a row-sized temporary (it stays in the cache).
+_GATHER_BLOCK = 1 << 16
 
 
 class Column:
     """A factorised column: ``codes[j]`` indexes ``uniques``; -1 marks missing.
+
+    The codes are signed integers of any width: a column of few values (labels, pools) keeps one or two bytes a
+    row (:func:`code_type`), and :func:`int64_codes` widens them where a `Ratings` is built.
 
     The uniques may be given as a function that makes them (:meth:`deferred`), called on the first read of
     :attr:`uniques`: a build reads an item column's labels — Python strings, most of the memory of a `Ratings`
@@ -29,16 +37,16 @@ class Column:
 
     __slots__ = ("_index", "codes")
 
-    def __init__(self, codes: IntArray, uniques: np.ndarray | LabelIndex) -> None:
+    def __init__(self, codes: CodeArray, uniques: np.ndarray | LabelIndex) -> None:
         self.codes = codes
         self._index = LabelIndex.of(uniques)  # made once, under its lock: the pools of one table share it
 
     @classmethod
-    def deferred(cls, codes: IntArray, make: Callable[[], np.ndarray], n_uniques: int) -> Column:
+    def deferred(cls, codes: CodeArray, make: Callable[[], np.ndarray], n_uniques: int) -> Column:
         """A column of ``n_uniques`` uniques (an object array) that ``make()`` returns when first read."""
         return cls(codes, LabelIndex(make=make, size=n_uniques))
 
-    def with_codes(self, codes: IntArray) -> Column:
+    def with_codes(self, codes: CodeArray) -> Column:
         """The same uniques (made once for both) with other codes: a pool's rows of a table's column."""
         return Column(codes, self._index)
 
@@ -88,6 +96,73 @@ class EncodedColumn:
 
     def __len__(self) -> int:
         return len(self.codes)
+
+
+def code_type(n_codes: int) -> np.dtype[Any]:
+    """The narrowest signed integer type that holds the codes ``-1 .. n_codes - 1``.
+
+    Examples
+    --------
+    >>> code_type(5), code_type(300), code_type(10**6)
+    (dtype('int8'), dtype('int16'), dtype('int32'))
+    """
+    for kind in (np.int8, np.int16, np.int32):
+        if n_codes <= np.iinfo(kind).max:
+            return np.dtype(kind)
+    return np.dtype(np.int64)
+
+
+def int64_codes(codes: CodeArray, rows: npt.NDArray[np.integer[Any]] | None = None) -> IntArray:
+    """``codes`` (or ``codes[rows]``) as int64, the type of a `Ratings`' codes.
+
+    A gather of narrow codes is written block by block into the int64 result: no row-sized array of the narrow
+    type is made first. Without ``rows`` int64 codes are returned as they are (no copy).
+
+    Examples
+    --------
+    >>> int64_codes(np.array([2, -1, 0], dtype=np.int8), np.array([2, 0]))
+    array([0, 2])
+    """
+    if rows is None:
+        return codes.astype(np.int64, copy=False)
+    if codes.dtype == np.int64:
+        return codes[rows]
+    out = np.empty(rows.size, dtype=np.int64)
+    for start in range(0, rows.size, _GATHER_BLOCK):
+        out[start:start + _GATHER_BLOCK] = codes[rows[start:start + _GATHER_BLOCK]]
+    return out
+
+
+def used_codes(codes: CodeArray, n_codes: int) -> npt.NDArray[np.bool_]:
+    """Which of the codes ``0 .. n_codes - 1`` occur in ``codes`` (-1, missing, ignored; :func:`code_counts`).
+
+    Examples
+    --------
+    >>> used_codes(np.array([2, -1, 0, 2], dtype=np.int8), 4)
+    array([ True, False,  True, False])
+    """
+    missing = codes.size > 0 and int(codes.min()) < 0
+    return code_counts(codes[codes >= 0] if missing else codes, n_codes) > 0
+
+
+def code_counts(codes: CodeArray, n_codes: int) -> IntArray:
+    """``np.bincount(codes, minlength=n_codes)`` of codes in ``0 .. n_codes - 1``.
+
+    ``np.bincount`` first copies codes that are narrow or read-only (pandas hands out read-only arrays) into a
+    row-sized int64 array; with few codes they are counted block by block instead, each block's copy in the cache.
+
+    Examples
+    --------
+    >>> code_counts(np.array([2, 0, 2], dtype=np.int8), 4)
+    array([1, 0, 2, 0])
+    """
+    as_is = codes.dtype == np.intp and codes.flags.writeable and codes.flags.c_contiguous
+    if as_is or n_codes * 64 > _GATHER_BLOCK:  # no copy to spare, or too many codes for a count per block
+        return np.bincount(codes, minlength=n_codes)
+    counts = np.zeros(n_codes, dtype=np.int64)
+    for start in range(0, codes.size, _GATHER_BLOCK):
+        counts += np.bincount(codes[start:start + _GATHER_BLOCK], minlength=n_codes)
+    return counts
 
 
 def is_missing(arr: np.ndarray) -> npt.NDArray[np.bool_]:

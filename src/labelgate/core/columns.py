@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from labelgate.core.column import Column, IntArray, is_missing
+from labelgate.core.column import CodeArray, Column, IntArray, code_counts, code_type, is_missing
 from labelgate.core.column import EncodedColumn as EncodedColumn  # re-exported: its documented import path
 from labelgate.core.strings import (
     STRING_TYPES,
@@ -288,7 +288,8 @@ def _from_fixed_width(array: Any) -> Column | None:
     codes, first = found
     if first.size < 2 or (first[1:] > first[:-1]).all():  # first-appearance codes (the hash's): labels on demand
         chunks = getattr(array, "chunks", None) or [array]
-        return Column.deferred(codes.astype(np.int64, copy=False), distinct_values(chunks, first), first.size)
+        # the codes as they come (int32 from the hash, a byte for a few values): widened where a Ratings is built
+        return Column.deferred(codes, distinct_values(chunks, first), first.size)
     return _renumber(codes, take_values(array, first), first, all_valid=True)
 
 
@@ -340,8 +341,10 @@ def _factorize_numeric(arr: np.ndarray, canonical: bool = True) -> Column:
             low, offset = 0, values
         else:
             offset = (values - low).astype(np.int64) if wide else values.astype(np.int64) - int(low)
-        present = np.bincount(offset) > 0
+        present = code_counts(offset, int(offset.max()) + 1) > 0  # pandas' arrays are read-only: no row copy
         code_of = np.cumsum(present, dtype=np.int64) - 1
+        if not canonical:  # a label column's codes go straight to its pools: the narrowest type that holds them
+            code_of = code_of.astype(code_type(int(code_of[-1]) + 1))
         sub = code_of[offset]
         uniques = np.flatnonzero(present).astype(values.dtype) + low if wide else np.flatnonzero(present) + int(low)
     else:
@@ -363,8 +366,8 @@ def _is_dense(values: np.ndarray) -> bool:
     return high - low < max(_DENSE_FACTOR * values.size, 1 << 16)
 
 
-def _spread(sub: IntArray, valid: npt.NDArray[np.bool_]) -> IntArray:
-    codes = np.full(valid.size, -1, dtype=np.int64)
+def _spread(sub: CodeArray, valid: npt.NDArray[np.bool_]) -> CodeArray:
+    codes = np.full(valid.size, -1, dtype=sub.dtype)
     codes[valid] = sub
     return codes
 

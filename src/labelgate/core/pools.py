@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from labelgate.core.build import DuplicatePolicy, MissingPolicy, RowSubset, assemble, check_ids, require_columns
 from labelgate.core.categories import Level, resolve_categories
-from labelgate.core.column import Column, IntArray, python_scalar
+from labelgate.core.column import Column, IntArray, int64_codes, python_scalar, used_codes
 from labelgate.core.columns import factorize
 from labelgate.core.parallel import run_steps
 
@@ -47,11 +47,12 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
     item_index = items.label_index()  # one index for every pool: items align by code; ids made when first read
 
     def pool_part(code: int) -> dict[str, Any]:
-        # a pool's rows (with one pool, every row as it is): one gather per column by their positions
+        # a pool's rows (with one pool, every row as it is): one gather per column by their positions, into the
+        # int64 codes of its Ratings
         rows = positions[code]
 
         def part(column: Column) -> Column:
-            return column if rows is None else column.with_codes(column.codes[rows])
+            return column if rows is None else column.with_codes(int64_codes(column.codes, rows))
 
         return assemble(
             part(items), part(raters), part(values), level=level, categories=categories, duplicates=duplicates,
@@ -66,9 +67,7 @@ def _values_present(column: Any) -> tuple[Column, npt.NDArray[np.bool_]]:
     """The coded label column, and which of its uniques a row holds (categories and dictionaries may hold
     values no row uses)."""
     values = factorize(column, ordered=False)
-    codes = values.codes
-    valid = codes if codes.size == 0 or int(codes.min()) >= 0 else codes[codes >= 0]
-    return values, np.bincount(valid, minlength=len(values.uniques)) > 0
+    return values, used_codes(values.codes, values.n_uniques)
 
 
 def _pools_positions(column: Any) -> tuple[Column, list[IntArray | None]]:

@@ -127,8 +127,8 @@ class SufficientStatistics:
     def rater_counts(self) -> IntArray:
         """Rater x category counts, shape (n_raters, n_categories)."""
         cells = self.n_raters * self.n_categories
-        flat = np.bincount(self.rater_codes * self.n_categories + self.value_codes, minlength=cells)
-        return flat.reshape(self.n_raters, self.n_categories).astype(np.int64, copy=False)
+        return pair_counts(self.rater_codes, self.value_codes, self.n_categories, cells).reshape(
+            self.n_raters, self.n_categories)
 
     @cached_statistic
     def values(self) -> FloatArray:
@@ -158,6 +158,33 @@ class SufficientStatistics:
     def rater_moments(self) -> FloatArray:
         """Per-rater (count, sum, sum of squares) of the values, shape (n_raters, 3)."""
         return _moments(self.rater_codes, self.values, self.n_raters)
+
+
+#: Rows per block of :func:`pair_counts`, at least (a block's keys stay in the cache).
+PAIR_BLOCK = 1 << 16
+
+
+def pair_counts(first: IntArray, second: IntArray, n_second: int, cells: int) -> IntArray:
+    """The counts of the pairs ``(first, second)``, flat: ``np.bincount(first * n_second + second, minlength=cells)``.
+
+    With fewer cells than rows (raters x categories), the keys are made and counted block by block (blocks of at
+    least 16 times the cells, so that zeroing each block's counts stays a small part of the pass): no row-sized
+    key array, whose first touch costs more than the pass that fills it.
+
+    Examples
+    --------
+    >>> pair_counts(np.array([0, 1, 1]), np.array([1, 0, 0]), 2, 4)
+    array([0, 1, 2, 0])
+    """
+    step = max(PAIR_BLOCK, 16 * cells)
+    if first.size <= step:
+        return np.bincount(first * n_second + second, minlength=cells).astype(np.int64, copy=False)
+    counts = np.zeros(cells, dtype=np.int64)
+    for start in range(0, first.size, step):
+        key = first[start:start + step] * n_second
+        key += second[start:start + step]
+        counts += np.bincount(key, minlength=cells)
+    return counts
 
 
 def _moments(codes: IntArray, values: FloatArray, n: int) -> FloatArray:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from labelgate.core.column import CodeArray, code_counts, code_type
 from labelgate.core.sortcodes import BLOCK, sorted_codes, varying_bits
 
 IntArray = npt.NDArray[np.int64]
@@ -271,20 +272,22 @@ def object_string_codes(values: np.ndarray) -> tuple[IntArray, IntArray] | None:
     if n == 0 or not isinstance(values[0], str) or len(values[0]) > 8:
         return None
     width = len(values[0])
+    strings = values.tolist()  # a list joins faster than the array
+    strings.append("\x00" * 7)  # after the last value its separator and 7 NULs: every value can be read as 8 bytes
     try:
-        text = "\x00".join(values.tolist()).encode("ascii")  # from a list: faster than from the array
+        text = "\x00".join(strings).encode("ascii")
     except (TypeError, UnicodeEncodeError):  # a value that is not a str, or not ASCII
         return None
+    del strings
     stride = width + 1
-    # the layout holds when the text has the length of n values of this width, every NUL of it is a separator
-    # (one C-level count of the bytes) and each separator lies where the layout puts it (one strided read)
-    if len(text) != n * stride - 1 or text.count(b"\x00") != n - 1:
+    # the layout holds when the text has the length of n values of this width and the padding, every NUL of it is
+    # a separator or padding (one C-level count of the bytes) and each separator lies where the layout puts it (one
+    # strided read)
+    if len(text) != n * stride + 7 or text.count(b"\x00") != n + 7:
         return None
-    buffer = np.zeros(n * stride + 8, dtype=np.uint8)  # 8 bytes beyond the last value: see the keys below
-    buffer[:len(text)] = np.frombuffer(text, dtype=np.uint8)
-    del text
+    buffer = np.frombuffer(text, dtype=np.uint8)  # read in place: the bytes object is not copied
     rows = buffer[:n * stride].reshape(n, stride)
-    if rows[:-1, width].any():  # a separator elsewhere: values of other lengths
+    if rows[:, width].any():  # a separator elsewhere: values of other lengths
         return None
     if width == 0:
         return np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64)
@@ -298,9 +301,10 @@ def object_string_codes(values: np.ndarray) -> tuple[IntArray, IntArray] | None:
     return codes_of_keys(at_starts & mask.view(np.uint64)[0], scratch=True)
 
 
-def codes_of_rows(rows: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:
+def codes_of_rows(rows: npt.NDArray[np.uint8]) -> tuple[CodeArray, IntArray]:
     """``(codes, first)`` of an (n, width <= 8) byte matrix: a lookup table on the bytes for widths up to 2 (codes
-    in order of first appearance), else :func:`codes_of_keys` on the packed rows."""
+    in order of first appearance, of the narrowest type that holds them), else :func:`codes_of_keys` on the packed
+    rows."""
     n, width = rows.shape
     if width > 2:
         return codes_of_keys(packed(rows))
@@ -309,15 +313,15 @@ def codes_of_rows(rows: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:
     else:
         values = rows.reshape(-1) if width == 1 else np.ascontiguousarray(rows).view(np.uint16).reshape(-1)
     # the table maps each byte value to its code in order of first appearance: one gather, no renumbering pass
-    distinct = np.flatnonzero(np.bincount(values, minlength=256))
+    distinct = np.flatnonzero(code_counts(values, 256 if width < 2 else 1 << 16))  # the bytes: read-only, narrow
     first = np.full(256 if width < 2 else 1 << 16, n, dtype=np.int64)
     head = min(n, HEAD)
     np.minimum.at(first, values[:head], np.arange(head, dtype=np.int64))
     if (first[distinct] == n).any():  # a value first seen after the head
         np.minimum.at(first, values[head:], np.arange(head, n, dtype=np.int64))
     order = distinct[np.argsort(first[distinct], kind="stable")]
-    table = np.zeros(first.size, dtype=np.int64)
-    table[order] = np.arange(order.size, dtype=np.int64)
+    table = np.zeros(first.size, dtype=code_type(order.size))  # narrow codes: a byte a row for a few values
+    table[order] = np.arange(order.size)
     return table[values], first[order]
 
 

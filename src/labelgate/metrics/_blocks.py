@@ -27,6 +27,29 @@ CHUNK_CELLS = 2_000_000
 #: values; genuine variation is at least about ``1 / (2 N)`` of it, so the two are told apart up to ~10^8 values.
 DEGENERACY_RTOL = 1e-9
 
+#: Longest vector of ones kept for the sums below (8 bytes each: 64 MiB); longer ones are made per call.
+ONES_KEPT = 1 << 23
+
+_ones_kept = np.ones(0)
+
+
+def ones(n: int) -> np.ndarray:
+    """A read-only vector of ``n`` ones: the left factor of a sum written as a matrix product.
+
+    The sums of a panel take several of them per `Ratings` (one per coefficient and block); one vector, grown to
+    the longest asked for (up to :data:`ONES_KEPT`), spares making and first touching a fresh one every time.
+    """
+    global _ones_kept
+    kept = _ones_kept  # read once: another thread may grow it meanwhile, and either vector is right
+    if n <= kept.size:
+        return kept[:n]
+    if n > ONES_KEPT:
+        return np.ones(n)
+    grown = np.ones(min(max(n, 2 * kept.size), ONES_KEPT))
+    grown.flags.writeable = False
+    _ones_kept = grown
+    return grown[:n]
+
 
 def vanishes(value: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
     """True where ``|value| <= DEGENERACY_RTOL * |scale|``: ``value`` is a rounding residue of its scale.
@@ -49,7 +72,7 @@ def column_sums(block: Block) -> np.ndarray:
     if is_sparse(block):
         return np.asarray(block.sum(axis=0), dtype=np.float64).reshape(1, -1)
     # a matrix-vector product is several times faster than a reduction along the long axis
-    return (np.ones(block.shape[0]) @ np.asarray(block, dtype=np.float64)).reshape(1, -1)
+    return (ones(block.shape[0]) @ np.asarray(block, dtype=np.float64)).reshape(1, -1)
 
 
 def rows_of(block: Block, rows: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ import numpy as np
 
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import Reason, check_option
+from labelgate.metrics._blocks import ones
 from labelgate.metrics._engine import Components, ItemStatistic, chance_corrected, safe_ratio
 from labelgate.metrics._items import (
     MARGINALS,
@@ -63,7 +64,7 @@ def _observed_block(v: ItemView, w: FloatArray, marginal: np.ndarray | None = No
 def _observed_totals(v: ItemView, w: FloatArray, marginal: np.ndarray | None = None) -> np.ndarray:
     """The column sums of :func:`_observed_block`, without building it (the point estimate needs no block)."""
     agree = item_agreement(v, w)
-    totals = [float(np.ones(agree.size) @ agree), float(v.n_pairable)]
+    totals = [float(ones(agree.size) @ agree), float(v.n_pairable)]
     if marginal is not None:
         totals.append(float(np.count_nonzero(marginal)))
     return np.asarray(totals)

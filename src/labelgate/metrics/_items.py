@@ -165,6 +165,18 @@ def is_whole_axis(r: Ratings, codes: IntArray) -> bool:
                (codes[start:start + _BLOCK + 1] for start in range(0, n - 1, _BLOCK)))
 
 
+def integer_item_counts(r: Ratings, codes: IntArray) -> IntArray:
+    """The integer item x category counts of the items ``codes`` (the Ratings' own table, read as it is, when
+    ``codes`` is every item in order)."""
+    return r.item_counts if is_whole_axis(r, codes) else r.item_counts[codes]
+
+
+def item_sizes(r: Ratings, codes: IntArray) -> FloatArray:
+    """The ratings per item (floats) of the items ``codes``, as :func:`item_statistics` reads them."""
+    n = _float_n(r)
+    return n if is_whole_axis(r, codes) else n[codes]
+
+
 def item_statistics(r: Ratings, codes: IntArray) -> tuple[FloatArray, FloatArray]:
     """Item x category counts and ratings per item (floats) of the items ``codes``, without a gather (read-only
     arrays of the Ratings) when ``codes`` is every item in order."""
@@ -211,6 +223,18 @@ def _float_once(r: Ratings, key: str, attribute: str) -> FloatArray:
         cached = getattr(r, attribute).astype(np.float64)
         cached.flags.writeable = False
         r.__dict__[key] = cached
+    return cached
+
+
+def pairable_counts(v: ItemView) -> FloatArray:
+    """The float item x category counts of the view with the rows of unpairable items zeroed (the view's own table
+    when every item is pairable), made once per view (read-only): the blocks of α, SPA and the cross-replication
+    statistics that sum over pairable items only."""
+    cached = v.shared.get("pairable_counts")
+    if cached is None:
+        cached = v.counts if v.n_pairable == v.n.size else v.counts * v.pairable[:, None]
+        cached.flags.writeable = False
+        v.shared["pairable_counts"] = cached
     return cached
 
 
@@ -297,6 +321,9 @@ def rater_category_block(v: ItemView, mask: np.ndarray | None = None) -> sp.csr_
 def rater_category_totals(v: ItemView, mask: np.ndarray | None = None) -> FloatArray:
     """Column sums of :func:`rater_category_block`, computed without building it."""
     r = v.ratings
+    on = v.pairable if mask is None else mask
+    if v.shared.get("whole") and on.all():  # every item, hence every judgement: no positions, no gather
+        return r.rater_counts.ravel().astype(np.float64)
     rows, _ = v.rows_on_axis(mask)
     if rows.size == r.n_ratings:  # every judgement: no gather
         return r.rater_counts.ravel().astype(np.float64)

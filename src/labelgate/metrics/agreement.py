@@ -50,7 +50,7 @@ from labelgate.metrics._engine import (
     jackknife_components,
     safe_ratio,
 )
-from labelgate.metrics._items import Marginals, excluded_single, require_rater_identity, view
+from labelgate.metrics._items import Marginals, excluded_single, pairable_counts, require_rater_identity, view
 from labelgate.metrics._linear import linearized_se
 from labelgate.metrics._resamples import make_rng
 from labelgate.metrics.weights import Weights
@@ -325,7 +325,7 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     """
     check_bootstrap_args(ci, n_boot, seed, "specific_agreement", ci_method)
     v = view(r)
-    on = v.counts * v.pairable[:, None]
+    on = pairable_counts(v)
     blocks = [on * (on - 1.0), on * (v.n - 1.0)[:, None]]
 
     def finalize(sums: list[np.ndarray]) -> Components:

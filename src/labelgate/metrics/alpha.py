@@ -18,6 +18,8 @@ import numpy as np
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
+from labelgate.metrics._blocks import column_sums
+from labelgate.metrics._chance import _marginal_totals
 from labelgate.metrics._engine import (
     Components,
     ItemStatistic,
@@ -26,7 +28,7 @@ from labelgate.metrics._engine import (
     one_minus_ratio,
     vanishes,
 )
-from labelgate.metrics._items import ItemView, excluded_single, square_sums, view
+from labelgate.metrics._items import ItemView, excluded_single, pairable_counts, square_sums, view
 from labelgate.metrics.agreement import build_conger_kappa
 
 if TYPE_CHECKING:
@@ -74,9 +76,11 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
     on = v.pairable
     if r.level == "interval":
         return _alpha_interval(v)
-    counts = v.counts if v.n_pairable == on.size else v.counts * on[:, None]  # every item pairable: no copy
     inv = np.zeros_like(v.n)
     np.divide(1.0, v.n - 1.0, out=inv, where=on)
+    if r.level == "nominal":
+        return _alpha_nominal(r, v, inv)
+    counts = pairable_counts(v)
 
     if r.level == "ordinal":
         def block() -> list[Any]:
@@ -96,11 +100,15 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
                              n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
                              n_items_excluded=excluded_single(r), explain=_explain_distance)
 
-    delta = 1.0 - np.eye(r.n_categories) if r.level == "nominal" else ratio_distance(r.category_values)
-    if r.level == "nominal":  # n_i' (1 - I) n_i = n_i^2 - sum_c n_ic^2 (integers: the same value, no product)
-        within_i = (v.n * v.n - square_sums(v)) * inv
-    else:
-        within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
+    delta = ratio_distance(r.category_values)
+    within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
+    return ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
+                         n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
+                         explain=_explain_distance)
+
+
+def _distance_finalize(delta: np.ndarray) -> Any:
+    """α from the column sums ``[sum of within-item disagreements, pairable marginals]`` under distance ``delta``."""
 
     def finalize(sums: list[np.ndarray]) -> Components:
         marg = sums[1]
@@ -108,7 +116,23 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
         n = marg.sum(axis=1)
         return _alpha_components(sums[0][:, 0], between, n, n * n * delta.max(initial=0.0))
 
-    return ItemStatistic(blocks=[within_i[:, None], counts], finalize=finalize, n_items=v.n_pairable,
+    return finalize
+
+
+def _alpha_nominal(r: Ratings, v: ItemView, inv: FloatArray) -> ItemStatistic:
+    r"""Nominal α: :math:`n_i^\top (1 - I) n_i = n_i^2 - \sum_c n_{ic}^2` per item (integers: no product), and the
+    pairable marginals summed from the integer counts (:func:`labelgate.metrics._chance._marginal_totals`, pooled:
+    the float table's sums, exact) — the float copy of the items x categories table is made only for an
+    interval's blocks."""
+    on = v.pairable
+    within_i = (v.n * v.n - square_sums(v)) * inv
+
+    def blocks() -> list[Any]:
+        return [within_i[:, None], pairable_counts(v)]
+
+    totals = [column_sums(within_i[:, None]), _marginal_totals(v, on, pooled=True)]
+    return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
+                         finalize=_distance_finalize(1.0 - np.eye(r.n_categories)), n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
 

@@ -28,6 +28,7 @@ from labelgate.core.align import on_one_index
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
 from labelgate.errors import DesignError, ParameterError, Reason, check_option
+from labelgate.metrics._blocks import column_sums
 from labelgate.metrics._engine import (
     Components,
     ItemStatistic,
@@ -38,7 +39,7 @@ from labelgate.metrics._engine import (
     safe_ratio,
     vanishes,
 )
-from labelgate.metrics._items import item_statistics
+from labelgate.metrics._items import integer_item_counts, item_sizes, item_statistics
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
 
@@ -110,6 +111,8 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
     n_ratings = int(x.ratings_per_item[cx].sum() + y.ratings_per_item[cy].sum())
     if kind == "moments":
         return _cross_moments(x, y, cx, cy, n_ratings)
+    if kind == "nominal":
+        return _cross_nominal(x, y, cx, cy, n_ratings)
     xc, r_i = item_statistics(x, cx)  # read-only floats, without a gather when the codes are every item
     yc, s_i = item_statistics(y, cy)
     w = (r_i + s_i) / (r_i * s_i)
@@ -127,17 +130,37 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
         totals = [((xc * w[:, None]).T @ yc).reshape(1, -1), xc.sum(axis=0), yc.sum(axis=0)]
         return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize_ord,
                              n_items=int(cx.size), n_ratings=n_ratings, explain=_explain_cross)
-    delta: np.ndarray = 1.0 - np.eye(x.n_categories) if kind == "nominal" or matrix is None else matrix
-    if kind == "nominal":  # x_i' (1 - I) y_i = r_i s_i - sum_c x_ic y_ic (integers: the same value, no product)
-        observed_i = (r_i * s_i - np.einsum("ic,ic->i", xc, yc)) * w
-    else:
-        observed_i = np.einsum("ic,ic->i", xc @ delta, yc) * w
+    delta: np.ndarray = 1.0 - np.eye(x.n_categories) if matrix is None else matrix
+    observed_i = np.einsum("ic,ic->i", xc @ delta, yc) * w
+    return ItemStatistic(blocks=[observed_i[:, None], xc, yc], finalize=_matrix_finalize(delta), n_items=int(cx.size),
+                         n_ratings=n_ratings, explain=_explain_cross)
+
+
+def _matrix_finalize(delta: np.ndarray) -> Callable[[list[np.ndarray]], Components]:
+    """κx from the column sums ``[observed disagreement, x's counts, y's counts]`` under distance ``delta``."""
 
     def finalize(sums: list[np.ndarray]) -> Components:
         expected = np.einsum("bc,ck,bk->b", sums[1], delta, sums[2])
         return _cross_components(sums[0][:, 0], expected, sums[1].sum(axis=1), sums[2].sum(axis=1))
 
-    return ItemStatistic(blocks=[observed_i[:, None], xc, yc], finalize=finalize, n_items=int(cx.size),
+    return finalize
+
+
+def _cross_nominal(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, n_ratings: int) -> ItemStatistic:
+    r"""Nominal κx from the integer counts: :math:`x_i^\top (1 - I) y_i = r_i s_i - \sum_c x_{ic} y_{ic}` per item
+    and the category totals of both replications, integer sums (the same values as the float tables', exact); the
+    float tables are made only for an interval's blocks."""
+    x_counts, y_counts = integer_item_counts(x, cx), integer_item_counts(y, cy)
+    r_i, s_i = item_sizes(x, cx), item_sizes(y, cy)
+    w = (r_i + s_i) / (r_i * s_i)
+    observed_i = (r_i * s_i - np.vecdot(x_counts, y_counts).astype(np.float64)) * w
+
+    def blocks() -> list[Any]:
+        return [observed_i[:, None], item_statistics(x, cx)[0], item_statistics(y, cy)[0]]
+
+    totals = [column_sums(observed_i[:, None]), x_counts.sum(axis=0), y_counts.sum(axis=0)]
+    return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
+                         finalize=_matrix_finalize(1.0 - np.eye(x.n_categories)), n_items=int(cx.size),
                          n_ratings=n_ratings, explain=_explain_cross)
 
 

@@ -28,8 +28,9 @@ import numpy.typing as npt
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import Reason, check_option
+from labelgate.metrics._chance import _marginal_totals
 from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, safe_ratio
-from labelgate.metrics._items import ItemView, excluded_single, item_agreement, view
+from labelgate.metrics._items import ItemView, excluded_single, item_agreement, pairable_counts, view
 
 Weighting = Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"]
 WEIGHTINGS: tuple[Weighting, ...] = ("flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class")
@@ -116,11 +117,11 @@ def spa_from_sums(agree: np.ndarray, count: np.ndarray, category_counts: np.ndar
     return safe_ratio((k * agree).sum(axis=1), (k * count).sum(axis=1))
 
 
-def _spa_sums(v: ItemView) -> tuple[FloatArray, IntArray, IntArray, FloatArray, list[np.ndarray]]:
+def _spa_sums(v: ItemView) -> tuple[FloatArray, IntArray, IntArray, list[np.ndarray]]:
     """The weighting-free part of SPA on a view, computed once per view: the six weightings share it.
 
-    Returns the distinct item sizes, each item's size group, the pairable rows, the pairable items' counts
-    and the totals (per size: summed agreement and number of items; category counts).
+    Returns the distinct item sizes, each item's size group, the pairable rows and the totals (per size: summed
+    agreement and number of items; the pairable items' category counts, summed from the integer table).
     """
     cached = v.shared.get("spa_sums")
     if cached is not None:
@@ -134,25 +135,25 @@ def _spa_sums(v: ItemView) -> tuple[FloatArray, IntArray, IntArray, FloatArray, 
         sizes = np.asarray([2.0])
     group = np.searchsorted(sizes, v.n)
     rows = np.flatnonzero(v.pairable)
-    counts = v.counts if whole else v.counts * v.pairable[:, None]
     in_group, weights = (group, agree) if whole else (group[rows], agree[rows])
     totals = [np.bincount(in_group, weights=weights, minlength=sizes.size),
-              np.bincount(in_group, minlength=sizes.size).astype(np.float64), counts.sum(axis=0)]
-    v.shared["spa_sums"] = (sizes, group, rows, counts, totals)
-    return sizes, group, rows, counts, totals
+              np.bincount(in_group, minlength=sizes.size).astype(np.float64),
+              _marginal_totals(v, v.pairable, pooled=True)]
+    v.shared["spa_sums"] = (sizes, group, rows, totals)
+    return sizes, group, rows, totals
 
 
 def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = "annotations_m1",
               ) -> ItemStatistic:
     v = view(r, codes)
-    sizes, group, rows, counts, totals = _spa_sums(v)
+    sizes, group, rows, totals = _spa_sums(v)
     q = r.n_categories
 
     def blocks() -> list[np.ndarray]:  # dense one-hot blocks only for the bootstrap
         agree = item_agreement(v, np.eye(q))
         onehot = np.zeros((v.n.size, sizes.size))
         onehot[rows, group[rows]] = 1.0
-        return [onehot * agree[:, None], onehot, counts]
+        return [onehot * agree[:, None], onehot, pairable_counts(v)]
 
     def finalize(sums: list[np.ndarray]) -> Components:
         return {"value": spa_from_sums(sums[0], sums[1], sums[2], sizes, weighting, q),

@@ -35,8 +35,9 @@ the id labels (measured for 10^7 judgements on 2 x 10^6 items: the driver's RSS 
 peak of the build);
 this is also what the bootstrap needs, which runs on the driver (``counts @ block``) exactly as in memory. The
 per-judgement codes stay on the workers (about 40 bytes per judgement). Metrics that need rater information
-per judgement (Conger's kappa, Cohen's kappa, Janson-Olsson's iota and their bootstraps, the rater diagnostics)
-read ``item_codes`` / ``rater_codes`` / ``value_codes``: those are fetched from the workers on first use (24
+per judgement (Conger's kappa — its point estimate only when some item is unrated —, Cohen's kappa,
+Janson-Olsson's iota and their bootstraps, the rater diagnostics) read ``item_codes`` / ``rater_codes`` /
+``value_codes``: those are fetched from the workers on first use (24
 bytes per judgement on the driver) and cached. Krippendorff's alpha, Fleiss' kappa / Scott's pi, Gwet's AC,
 Bennett's S, percent and specific agreement, SPA and the cross-replication kappas never touch them.
 
