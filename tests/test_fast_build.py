@@ -666,10 +666,11 @@ def test_columns_of_few_values_keep_narrow_codes_and_ratings_get_int64():
 
 
 def test_pair_counts_block_by_block_equal_one_bincount():
-    from labelgate.core.statistics import PAIR_BLOCK, pair_counts
+    from labelgate.core.sortcodes import BLOCK
+    from labelgate.core.statistics import pair_counts
 
     rng = np.random.default_rng(9)
-    n = 5 * PAIR_BLOCK + 123  # several blocks and a short last one
+    n = 5 * BLOCK + 123  # several blocks and a short last one
     raters, labels = rng.integers(0, 40, n), rng.integers(0, 3, n)
     counts = pair_counts(raters, labels, 3, 40 * 3)
     assert counts.dtype == np.int64

@@ -13,15 +13,13 @@ import numpy as np
 import numpy.typing as npt
 
 from labelgate.core.index import LabelIndex
+from labelgate.core.sortcodes import BLOCK
 
 IntArray = npt.NDArray[np.int64]
 #: Codes as a column keeps them: any signed integer type (narrow for columns of few values, see :func:`code_type`).
 CodeArray = npt.NDArray[np.signedinteger[Any]]
 
 _NEVER_MISSING = {str, bytes, int, bool}
-
-#: Rows per block of a pass over codes that would otherwise make a row-sized temporary (it stays in the cache).
-_GATHER_BLOCK = 1 << 16
 
 
 class Column:
@@ -128,8 +126,8 @@ def int64_codes(codes: CodeArray, rows: npt.NDArray[np.integer[Any]] | None = No
     if codes.dtype == np.int64:
         return codes[rows]
     out = np.empty(rows.size, dtype=np.int64)
-    for start in range(0, rows.size, _GATHER_BLOCK):
-        out[start:start + _GATHER_BLOCK] = codes[rows[start:start + _GATHER_BLOCK]]
+    for start in range(0, rows.size, BLOCK):
+        out[start:start + BLOCK] = codes[rows[start:start + BLOCK]]
     return out
 
 
@@ -157,11 +155,11 @@ def code_counts(codes: CodeArray, n_codes: int) -> IntArray:
     array([1, 0, 2, 0])
     """
     as_is = codes.dtype == np.intp and codes.flags.writeable and codes.flags.c_contiguous
-    if as_is or n_codes * 64 > _GATHER_BLOCK:  # no copy to spare, or too many codes for a count per block
+    if as_is or n_codes * 64 > BLOCK:  # no copy to spare, or too many codes for a count per block
         return np.bincount(codes, minlength=n_codes)
     counts = np.zeros(n_codes, dtype=np.int64)
-    for start in range(0, codes.size, _GATHER_BLOCK):
-        counts += np.bincount(codes[start:start + _GATHER_BLOCK], minlength=n_codes)
+    for start in range(0, codes.size, BLOCK):
+        counts += np.bincount(codes[start:start + BLOCK], minlength=n_codes)
     return counts
 
 

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from labelgate.core.cached import cached_statistic
 from labelgate.core.index import LabelIndex, same_index
+from labelgate.core.sortcodes import BLOCK
 from labelgate.errors import InputError, Reason
 
 IntArray = npt.NDArray[np.int64]
@@ -160,10 +161,6 @@ class SufficientStatistics:
         return _moments(self.rater_codes, self.values, self.n_raters)
 
 
-#: Rows per block of :func:`pair_counts`, at least (a block's keys stay in the cache).
-PAIR_BLOCK = 1 << 16
-
-
 def pair_counts(first: IntArray, second: IntArray, n_second: int, cells: int) -> IntArray:
     """The counts of the pairs ``(first, second)``, flat: ``np.bincount(first * n_second + second, minlength=cells)``.
 
@@ -176,7 +173,7 @@ def pair_counts(first: IntArray, second: IntArray, n_second: int, cells: int) ->
     >>> pair_counts(np.array([0, 1, 1]), np.array([1, 0, 0]), 2, 4)
     array([0, 1, 2, 0])
     """
-    step = max(PAIR_BLOCK, 16 * cells)
+    step = max(BLOCK, 16 * cells)  # at least a block whose keys stay in the cache
     if first.size <= step:
         return np.bincount(first * n_second + second, minlength=cells).astype(np.int64, copy=False)
     counts = np.zeros(cells, dtype=np.int64)

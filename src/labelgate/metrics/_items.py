@@ -322,10 +322,10 @@ def rater_category_totals(v: ItemView, mask: np.ndarray | None = None) -> FloatA
     """Column sums of :func:`rater_category_block`, computed without building it."""
     r = v.ratings
     on = v.pairable if mask is None else mask
-    if v.shared.get("whole") and on.all():  # every item, hence every judgement: no positions, no gather
-        return r.rater_counts.ravel().astype(np.float64)
-    rows, _ = v.rows_on_axis(mask)
-    if rows.size == r.n_ratings:  # every judgement: no gather
+    # every item of the Ratings, hence every judgement: no positions; else positions, and every judgement only if
+    # they cover them all
+    rows = None if v.shared.get("whole") and on.all() else v.rows_on_axis(mask)[0]
+    if rows is None or rows.size == r.n_ratings:
         return r.rater_counts.ravel().astype(np.float64)
     columns = r.rater_codes[rows] * r.n_categories + r.value_codes[rows]
     return np.bincount(columns, minlength=r.n_raters * r.n_categories).astype(np.float64)
