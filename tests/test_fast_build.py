@@ -679,3 +679,18 @@ def test_pair_counts_block_by_block_equal_one_bincount():
     expected = np.zeros((r.n_raters, r.n_categories), dtype=np.int64)
     np.add.at(expected, (r.rater_codes, r.value_codes), 1)
     assert np.array_equal(r.rater_counts, expected)
+
+
+def test_the_shared_vector_of_ones_is_read_only_grows_and_is_capped(monkeypatch):
+    from labelgate.metrics import _blocks
+
+    monkeypatch.setattr(_blocks, "_ones_kept", np.ones(0))
+    monkeypatch.setattr(_blocks, "ONES_KEPT", 100)
+    short = _blocks.ones(10)
+    assert np.array_equal(short, np.ones(10)) and not short.flags.writeable
+    assert _blocks._ones_kept.size == 10
+    longer = _blocks.ones(15)  # grown to twice the kept length, within the cap
+    assert longer.size == 15 and _blocks._ones_kept.size == 20 and not longer.flags.writeable
+    assert _blocks.ones(20).base is _blocks._ones_kept  # within the kept length: a view, nothing made
+    beyond = _blocks.ones(101)  # past the cap: made for the call, not kept
+    assert np.array_equal(beyond, np.ones(101)) and _blocks._ones_kept.size == 20
