@@ -5,6 +5,11 @@
   varying bits and row number do not fit one word;
 * forced onto every build (``SORT_BITS`` below every table), every input form must still give the reference
   Ratings of ``test_fast_build`` (a row-by-row dict build);
+* the direct route (keys that differ in few bits index a table by those bits) must return exactly the hash's codes
+  and first rows, be taken exactly when the table is small enough, and, forced onto every build (or forbidden, so
+  that the hash codes every column), give the reference Ratings too;
+* Arrow strings narrower than 8 bytes are keyed by 8-byte reads at each value's start, masked: equal to the bytes
+  packed one by one, on chunks, slices, and buffers that end right after the last value;
 * Arrow dictionary chunks whose dictionaries list their values in order of first appearance (what Arrow's CSV
   reader writes) skip the renumbering; chunks whose dictionaries do not (sorted, unused or repeated entries, null
   indices) must take the general route and give the same Ratings.
@@ -23,7 +28,15 @@ import labelgate as lg
 from labelgate.core import columns, strings
 from labelgate.core.columns import _entry_order, factorize
 from labelgate.core.sortcodes import sorted_codes, varying_runs
-from labelgate.core.strings import hash_codes, table_bits
+from labelgate.core.strings import (
+    codes_of_keys,
+    direct_codes,
+    fixed_width_bytes,
+    fixed_width_keys,
+    hash_codes,
+    packed,
+    table_bits,
+)
 from test_fast_build import assert_every_form_is_the_reference, assert_same, random_table, reference_build
 
 
@@ -85,6 +98,7 @@ def test_varying_runs_mark_exactly_the_bits_that_differ():
 @pytest.mark.parametrize("seed", range(5))
 def test_every_input_form_on_the_sort_route_gives_the_reference_ratings(seed, ids, monkeypatch):
     monkeypatch.setattr(strings, "SORT_BITS", -1)  # every column with more values than the few-values search
+    monkeypatch.setattr(strings, "DIRECT_BITS", -1)  # ... and whatever bits its keys differ in
     assert_every_form_is_the_reference(*random_table(seed, ids=ids))
 
 
@@ -95,6 +109,7 @@ def test_pools_on_the_sort_route_equal_the_hash_route(monkeypatch):
                           "rater_id": [f"w{k:04d}" for k in rng.integers(0, 700, n)],
                           "label": rng.integers(1, 6, n), "pool": rng.choice(["A", "B"], n)}).astype(
                               {"item_id": "str", "rater_id": "str", "pool": "str"})
+    monkeypatch.setattr(strings, "DIRECT_BITS", -1)
     hashed = lg.ratings_by_pool(frame, duplicates="last")
     monkeypatch.setattr(strings, "SORT_BITS", -1)
     for data in (frame, pa.Table.from_pandas(frame, preserve_index=False)):
@@ -136,6 +151,7 @@ def _dictionary_chunk(values, order):
 def test_dictionary_chunks_in_any_entry_order_give_the_reference_ratings(order, seed, monkeypatch):
     if seed % 2:
         monkeypatch.setattr(strings, "SORT_BITS", -1)
+        monkeypatch.setattr(strings, "DIRECT_BITS", -1)
     items, raters, labels = random_table(seed, ids="ascii")
     cut = [0, len(items) // 3, len(items) // 2, len(items)]  # three chunks, each with its own dictionary
     table = pa.table({
@@ -190,3 +206,102 @@ def test_pool_errors_name_the_table_rows_with_one_pool_or_several(pools):
         lg.ratings_by_pool(frame)
     built = lg.ratings_by_pool(frame.drop(index=40))
     assert sum(r.n_ratings for r in built.values()) == 3
+
+
+# ------------------------------------------------------------------ the direct route
+def _few_bit_key_sets():
+    rng = np.random.default_rng(17)
+    yield "rater ids w01234", _digit_keys(rng, 30_000, 800, width=5)
+    yield "few digits", _digit_keys(rng, 5_000, 7, width=3)
+    yield "one key", np.full(1_000, 0x1234, dtype=np.uint64)
+    yield "one row", np.asarray([42], dtype=np.uint64)
+    yield "top bits", rng.choice(np.asarray([2**64 - 1, 2**64 - 2, 2**63 - 1], dtype=np.uint64), 4_000)
+    x = rng.integers(0, 2**12, 30_000).astype(np.uint64)  # three runs of 4 bits, far apart
+    yield "scattered bits", ((x & np.uint64(15)) | ((x >> np.uint64(4) & np.uint64(15)) << np.uint64(21))
+                             | ((x >> np.uint64(8)) << np.uint64(58)))
+    yield "16 random bits", rng.integers(0, 2**16, 50_000).astype(np.uint64) << np.uint64(40)
+
+
+@pytest.mark.parametrize("block", [None, 777])
+def test_direct_codes_equal_the_hash_on_every_key_shape(block, monkeypatch):
+    if block:
+        monkeypatch.setattr("labelgate.core.sortcodes.BLOCK", block)  # several blocks, a last one shorter
+    for name, keys in _few_bit_key_sets():
+        runs = varying_runs(keys)
+        assert sum(length for _, length in runs) <= 24, name
+        expected = hash_codes(keys, table_bits(keys[:1 << 16], keys.size))
+        found = direct_codes(keys, runs)
+        assert np.array_equal(found[0], expected[0]), name
+        assert np.array_equal(found[1], expected[1]), name
+
+
+def test_the_direct_route_is_taken_exactly_when_its_table_is_small(monkeypatch):
+    taken = []
+    real = strings.direct_codes
+
+    def spy(keys, runs):
+        taken.append(sum(length for _, length in runs))
+        return real(keys, runs)
+
+    monkeypatch.setattr(strings, "direct_codes", spy)
+    rng = np.random.default_rng(19)
+    raters = _digit_keys(rng, 20_000, 900, width=4)  # 4 digits: 16 varying bits, the free table of 2**16 slots
+    wider = _digit_keys(rng, 20_000, 900, width=5)  # 20 bits: 2**20 slots for 20,000 rows, too large
+    items = _digit_keys(rng, 20_000, 9_000, width=8)  # 8 digits: 32 varying bits
+    assert sum(length for _, length in varying_runs(raters)) == 16
+    assert sum(length for _, length in varying_runs(wider)) == 20
+    for keys, direct in ((raters, True), (wider, False), (items, False)):
+        taken.clear()
+        codes, first = codes_of_keys(keys)
+        expected = hash_codes(keys, table_bits(keys[:1 << 16], keys.size))
+        assert np.array_equal(codes, expected[0]) and np.array_equal(first, expected[1])
+        assert bool(taken) == direct
+        if direct:  # 2**bits slots for 20,000 rows: within the free table of 2**16 or the rows
+            assert 1 << taken[0] <= max(keys.size, 1 << strings.DIRECT_FREE_BITS)
+    few_rows = np.asarray([0, 1 << 20, 1 << 40, 3 << 40], dtype=np.uint64)[rng.integers(0, 4, 100)]
+    assert np.unique(few_rows).size == 4
+    monkeypatch.setattr(strings, "FEW_VALUES", 1)  # not the few-values search: 3 bits, a table of 8 slots
+    taken.clear()
+    codes_of_keys(few_rows)
+    assert taken == [3]
+
+
+@pytest.mark.parametrize("route", ["direct", "hash"])
+@pytest.mark.parametrize("ids", ["fixed", "ascii"])
+@pytest.mark.parametrize("seed", range(3))
+def test_every_input_form_on_the_direct_or_hash_route_gives_the_reference_ratings(route, seed, ids, monkeypatch):
+    monkeypatch.setattr(strings, "SORT_BITS", 99)  # never the sort
+    if route == "direct":  # every column that differs in up to 22 bits: a table of up to 2**22 slots
+        monkeypatch.setattr(strings, "DIRECT_BITS", 22)
+        monkeypatch.setattr(strings, "DIRECT_FREE_BITS", 22)
+    else:
+        monkeypatch.setattr(strings, "DIRECT_BITS", -1)
+    assert_every_form_is_the_reference(*random_table(seed, ids=ids))
+
+
+# ------------------------------------------------------------------ keys read at each value's start
+def _exact_buffer_array(values):
+    """An Arrow string array whose data buffer ends right after its last value (no padding to read into)."""
+    data = "".join(values).encode()
+    offsets = np.cumsum([0, *(len(v.encode()) for v in values)]).astype(np.int32)
+    return pa.Array.from_buffers(pa.string(), len(values), [None, pa.py_buffer(offsets.tobytes()),
+                                                            pa.py_buffer(data)])
+
+
+@pytest.mark.parametrize("width", range(0, 9))
+def test_keys_read_at_each_value_start_equal_the_packed_bytes(width):
+    rng = np.random.default_rng(width)
+    values = ["".join(chr(c) for c in rng.integers(48, 123, width)) for _ in range(500)]
+    exact = _exact_buffer_array(values)
+    assert exact.buffers()[2].size == width * len(values)  # the last values' 8-byte reads would pass its end
+    arrays = {"one chunk, exact buffer": exact,
+              "chunks": pa.chunked_array([pa.array(values[:130]), exact.slice(130, 1), pa.array(values[131:])]),
+              "slices": pa.chunked_array([exact.slice(7, 200), exact.slice(250, 250)]),
+              "plain": pa.array(values)}
+    for name, array in arrays.items():
+        keys, found_width = fixed_width_keys(array)
+        rows, _ = fixed_width_bytes(array)
+        assert found_width == width, name
+        assert np.array_equal(keys, packed(rows)), name
+        text = np.frombuffer("".join(array.to_pylist()).encode(), dtype=np.uint8)
+        assert np.array_equal(keys, packed(text.reshape(len(array), width))), name

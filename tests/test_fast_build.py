@@ -694,3 +694,31 @@ def test_the_shared_vector_of_ones_is_read_only_grows_and_is_capped(monkeypatch)
     assert _blocks.ones(20).base is _blocks._ones_kept  # within the kept length: a view, nothing made
     beyond = _blocks.ones(101)  # past the cap: made for the call, not kept
     assert np.array_equal(beyond, np.ones(101)) and _blocks._ones_kept.size == 20
+
+
+def test_ids_are_compacted_only_when_a_dropped_row_can_leave_one_unused(monkeypatch):
+    """``factorize`` keeps only the values its rows hold: with no row dropped the codes are kept as they are; a
+    rater whose only judgement has a missing label (or a categorical's unused category) is still left out."""
+    import labelgate.core.build as build
+
+    calls = []
+    real = build.compact_codes
+
+    def spy(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(build, "compact_codes", spy)
+    frame = pd.DataFrame({"item_id": ["a", "a", "b", "b", "c"], "rater_id": ["x", "y", "x", "y", "z"],
+                          "label": [1, 2, 1, 1, None]})
+    whole = lg.Ratings.from_long(frame.iloc[:4])
+    assert calls == [] and list(whole.rater_labels) == ["x", "y"] and list(whole.item_labels) == ["a", "b"]
+    dropped = lg.Ratings.from_long(frame)  # rater z and item c have only the missing label
+    assert calls == [3, 3]
+    assert list(dropped.rater_labels) == ["x", "y"] and list(dropped.item_labels) == ["a", "b"]
+    assert dropped.n_raters == 2 and dropped.n_items == 2 and dropped.n_dropped_missing == 1
+    categorical = frame.iloc[:4].astype({"rater_id": pd.CategoricalDtype(["w", "x", "y"])})  # "w": no row
+    calls.clear()
+    assert list(lg.Ratings.from_long(categorical).rater_labels) == ["x", "y"] and calls == []
+    pools = lg.ratings_by_pool(frame.assign(pool="A"))  # one pool: every row, the table's own factorisation
+    assert list(pools["A"].rater_labels) == ["x", "y"]

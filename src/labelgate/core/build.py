@@ -82,12 +82,14 @@ def row_label(row_labels: Any, position: int) -> Any:
 
 def assemble(items: Column, raters: Column, values: Column, *, level: Level, categories: Sequence[Any] | None,
              duplicates: DuplicatePolicy, missing: MissingPolicy, value_column: str, row_labels: Any,
-             shared_item_index: LabelIndex | None = None) -> dict[str, Any]:
+             shared_item_index: LabelIndex | None = None, every_id_used: bool = False) -> dict[str, Any]:
     """The keyword arguments of ``Ratings(...)`` from three factorised columns of the same rows.
 
     ``shared_item_index``: the item index of the whole table, which every pool keeps (else the items the rows
-    use, compacted). The item ids are passed as a :class:`LabelIndex`, made into Python objects when first read.
-    The columns' codes become the build's own: int64 ones are renumbered in place and kept by the `Ratings`.
+    use, compacted). ``every_id_used``: the id columns were factorised from these very rows (``factorize`` keeps
+    only the values the rows hold), so while no row is dropped the codes need no compaction. The item ids are
+    passed as a :class:`LabelIndex`, made into Python objects when first read. The columns' codes become the
+    build's own: int64 ones are renumbered in place and kept by the `Ratings`.
     """
     dropped = values.codes < 0
     n_missing = int(np.count_nonzero(dropped))
@@ -120,13 +122,14 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
                               raters, row_labels)
     if kept is not None:
         item_codes, rater_codes, value_codes = item_codes[kept], rater_codes[kept], value_codes[kept]
+    compact = not (every_id_used and rows is None and kept is None)  # a dropped row may leave an id unused
     item_index: LabelIndex
     if shared_item_index is not None:  # pools keep the index of the whole table, so items align by code
         item_index = shared_item_index
     else:
-        used, item_codes = compact_codes(items.n_uniques, item_codes, in_place=True)
+        used, item_codes = compact_codes(items.n_uniques, item_codes, in_place=True) if compact else (None, item_codes)
         item_index = items.label_index(used)  # the ids as Python objects are made when first read
-    used, rater_codes = compact_codes(raters.n_uniques, rater_codes, in_place=True)
+    used, rater_codes = compact_codes(raters.n_uniques, rater_codes, in_place=True) if compact else (None, rater_codes)
     return {"item_codes": item_codes, "rater_codes": rater_codes, "value_codes": value_codes,
             "item_labels": item_index, "rater_labels": raters.label_index(used).labels,
             "categories": cats, "level": level, "n_dropped_missing": n_missing}

@@ -57,7 +57,8 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
         return assemble(
             part(items), part(raters), part(values), level=level, categories=categories, duplicates=duplicates,
             missing=missing, value_column=value,
-            row_labels=row_labels if rows is None else RowSubset(row_labels, rows), shared_item_index=item_index)
+            row_labels=row_labels if rows is None else RowSubset(row_labels, rows), shared_item_index=item_index,
+            every_id_used=rows is None)
 
     parts = run_steps([partial(pool_part, code) for code in range(len(pools.uniques))], n_rows)
     return {python_scalar(name): part for name, part in zip(pools.uniques, parts, strict=True)}

@@ -169,7 +169,7 @@ class Ratings(SufficientStatistics):
             [partial(factorize, data[c], ordered=c != value) for c in (item, rater, value)], len(data[item]))
         check_ids(((item, items), (rater, raters)), row_labels)
         return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates=duplicates,
-                              missing=missing, value_column=value, row_labels=row_labels))
+                              missing=missing, value_column=value, row_labels=row_labels, every_id_used=True))
 
     @classmethod
     def from_wide(cls, data: Any, *, level: Level = "nominal", categories: Sequence[Any] | None = None,

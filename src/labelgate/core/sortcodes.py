@@ -48,7 +48,40 @@ def varying_runs(keys: KeyArray) -> list[tuple[int, int]]:
     return runs
 
 
-def sorted_codes(keys: KeyArray, *, overwrite: bool = False,
+def gather_bits(keys: KeyArray, runs: list[tuple[int, int]], out: npt.NDArray[np.integer[Any]], *,
+                above: int = 0) -> None:
+    """Write into ``out`` each key's bits of ``runs`` side by side (a software ``pext``), from bit ``above`` up,
+    and below them, when ``above`` > 0, the row number; block by block, no row-sized temporary.
+
+    ``out`` may be ``keys`` itself (each block is read before it is written).
+    """
+    moves = []  # each run: its bits in the key, and the shift that puts them above the row and the earlier runs
+    shift = above
+    for low, length in runs:
+        moves.append((np.uint64(((1 << length) - 1) << low), np.uint64(max(shift - low, 0)),
+                      np.uint64(max(low - shift, 0))))
+        shift += length
+    n = keys.size
+    part = np.empty(min(n, BLOCK), dtype=np.uint64)
+    gathered = np.empty(min(n, BLOCK), dtype=np.uint64)
+    for start in range(0, n, BLOCK):
+        block = keys[start:start + BLOCK]
+        into, word = part[:block.size], gathered[:block.size]
+        if above:
+            word[:] = np.arange(start, start + block.size, dtype=np.uint64)
+        else:
+            word.fill(0)
+        for run_mask, up, down in moves:
+            np.bitwise_and(block, run_mask, out=into)
+            if up:
+                np.left_shift(into, up, out=into)
+            elif down:
+                np.right_shift(into, down, out=into)
+            np.bitwise_or(word, into, out=word)
+        out[start:start + block.size] = word
+
+
+def sorted_codes(keys: KeyArray, *, overwrite: bool = False, runs: list[tuple[int, int]] | None = None,
                  ) -> tuple[npt.NDArray[np.signedinteger[Any]], IntArray] | None:
     """``(codes, first)`` of packed keys, as :func:`labelgate.core.strings.hash_codes` returns them (codes in
     order of first appearance, int64, in the memory of the sorted words; ``first[c]`` the first row of code ``c``),
@@ -56,37 +89,17 @@ def sorted_codes(keys: KeyArray, *, overwrite: bool = False,
 
     None when the varying bits and the row number do not fit one ``uint64`` together. ``overwrite``: ``keys`` is
     the caller's own scratch array and may be overwritten (no second row-sized uint64 array); the codes are then
-    written into it.
+    written into it. ``runs``: :func:`varying_runs` of the keys, if the caller has them.
     """
     n = keys.size
     if n == 0:
         return None
-    runs = varying_runs(keys)
+    runs = varying_runs(keys) if runs is None else runs
     row_bits = max(int(n - 1).bit_length(), 1)
     if sum(length for _, length in runs) + row_bits > 64:
         return None
-    moves = []  # each run: its bits in the key, and the shift that puts them above the row and the earlier runs
-    shift = row_bits
-    for low, length in runs:
-        moves.append((np.uint64(((1 << length) - 1) << low), np.uint64(max(shift - low, 0)),
-                      np.uint64(max(low - shift, 0))))
-        shift += length
     words = keys if overwrite and keys.flags.c_contiguous and keys.flags.writeable else np.empty(n, dtype=np.uint64)
-    scratch = np.empty(min(n, BLOCK), dtype=np.uint64)
-    for start in range(0, n, BLOCK):  # word = varying bits of the key, then the row: block by block, in place
-        block = keys[start:start + BLOCK]
-        part = scratch[:block.size]
-        out = words[start:start + BLOCK]
-        gathered = np.arange(start, start + block.size, dtype=np.uint64)
-        for run_mask, up, down in moves:
-            np.bitwise_and(block, run_mask, out=part)
-            if up:
-                np.left_shift(part, up, out=part)
-            elif down:
-                np.right_shift(part, down, out=part)
-            np.bitwise_or(gathered, part, out=gathered)
-        out[:] = gathered
-    del scratch
+    gather_bits(keys, runs, words, above=row_bits)  # word = varying bits of the key, then the row
     words.sort()
     index = np.dtype(np.int32 if n < 2**31 else np.int64)
     # a new key starts where the word's key bits change; the word's low bits are its row

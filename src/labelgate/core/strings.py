@@ -7,7 +7,9 @@ length is lost), and the column is coded with numpy alone, reading the Arrow buf
 * values of 0-2 bytes — a lookup table on the bytes (O(N), no sort, no hash);
 * a few distinct values (at most :data:`FEW_VALUES` in the column's head) — a binary search among them, every
   row verified against the value found;
-* more distinct values — a vectorised open-addressing hash table on the packed keys (:func:`hash_codes`):
+* more distinct values that differ in few bits (ids of a fixed layout: ``w01234`` varies in 16 bits) — those bits,
+  gathered side by side, index a table directly (:func:`direct_codes`): no hash, no probing;
+* more distinct values otherwise — a vectorised open-addressing hash table on the packed keys (:func:`hash_codes`):
   every round places the keys of the pending rows in their slots and moves the rows whose slot holds another
   key to the next slot; equal keys are equal strings, so the grouping is exact, not probabilistic. Slots and
   row numbers are int32 and intermediates are dropped as soon as used: the peak is a few bytes per row, and
@@ -32,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from labelgate.core.column import CodeArray, code_counts, code_type
-from labelgate.core.sortcodes import BLOCK, sorted_codes, varying_bits
+from labelgate.core.sortcodes import BLOCK, gather_bits, sorted_codes, varying_bits, varying_runs
 
 IntArray = npt.NDArray[np.int64]
 KeyArray = npt.NDArray[np.uint64]
@@ -43,10 +45,10 @@ STRING_TYPES = {"string": 4, "utf8": 4, "large_string": 8, "large_utf8": 8}
 #: Up to this many distinct values in the head, a wide column is coded by a binary search among them.
 FEW_VALUES = 64
 
-#: Rows of the head whose distinct values decide between the few-values and the hash route.
+#: Rows of the head: they decide the route (width, nulls) and, by their distinct values, whether the values are few.
 HEAD = 4096
 
-#: Rows read first: they decide the route (width, nulls) and size the hash table.
+#: Rows whose distinct keys size the hash table (:func:`table_bits`).
 SAMPLE = 1 << 16
 
 #: The widest values (bytes) coded from their bytes: one uint64 word. (Two words — each coded, then the pair of
@@ -66,6 +68,12 @@ SORT_BITS = 19
 #: 334,000 rows of 111,000 distinct 8-byte ids; at 2·10^6 rows and 2**19 slots the two were equal.
 SMALL_SORT_BITS, SMALL_SORT_ROWS = 17, 1 << 20
 
+
+#: Keys that differ in at most this many bits are coded by a table indexed by those bits (:func:`direct_codes`)
+#: when the table is no larger than the rows, or than ``2**DIRECT_FREE_BITS`` slots: no hash, no probing, no sort.
+#: Measured on 334,000 rows of 10^4 distinct ids ``w01234`` (16 varying bits): 4.0 ms of CPU against 6.4 ms for
+#: the hash; on 10^6 rows, 10.9 against 17.7 ms.
+DIRECT_BITS, DIRECT_FREE_BITS = 24, 16
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: multiply, keep the high bits
 
@@ -88,8 +96,19 @@ def _fixed_width_parts(array: Any, max_width: int = MAX_WIDTH) -> tuple[list[npt
     of every chunk has one width of at most ``max_width`` bytes; None when a value is null or the widths
     differ or are too wide.
     """
+    found = _fixed_width_chunks(array, max_width)
+    if found is None:
+        return None
+    chunks, width = found
+    return [data[first:first + n * width].reshape(n, width) for data, first, n in chunks], width
+
+
+def _fixed_width_chunks(array: Any, max_width: int = MAX_WIDTH,
+                        ) -> tuple[list[tuple[npt.NDArray[np.uint8], int, int]], int] | None:
+    """As :func:`_fixed_width_parts`, each chunk as ``(data, first, n)``: its whole data buffer (with whatever
+    padding follows the values), the byte where its values start, and their number."""
     offset_bytes = STRING_TYPES[str(array.type)]
-    parts, width = [], -1
+    chunks, width = [], -1
     for chunk in getattr(array, "chunks", [array]):
         n = len(chunk)
         if n == 0:
@@ -106,9 +125,9 @@ def _fixed_width_parts(array: Any, max_width: int = MAX_WIDTH) -> tuple[list[npt
         width = chunk_width
         if width and not _even(offsets, width):
             return None
-        data = np.frombuffer(data_buffer, dtype=np.uint8, count=last)[first:] if width else np.zeros(0, np.uint8)
-        parts.append(data.reshape(n, width))
-    return (parts, width) if parts else None
+        data = np.frombuffer(data_buffer, dtype=np.uint8) if width else np.zeros(0, np.uint8)
+        chunks.append((data, first, n))
+    return (chunks, width) if chunks else None
 
 
 def _even(offsets: npt.NDArray[Any], width: int) -> bool:
@@ -137,20 +156,33 @@ def fixed_width_keys(array: Any) -> tuple[KeyArray, int] | None:
     """Every row packed into one ``uint64`` (:func:`packed`), written chunk by chunk: the bytes are not gathered
     into a matrix first, and a single chunk of 8-byte values is read in place (a view of its Arrow buffer).
 
+    Narrower values are read as 8 bytes at each value's start (an unaligned strided view of the buffer, as far as
+    the buffer reaches) with the bytes beyond the value masked off: one pass, no byte-by-byte copy.
     None as :func:`fixed_width_bytes`.
     """
-    found = _fixed_width_parts(array)
+    found = _fixed_width_chunks(array)
     if found is None:
         return None
-    parts, width = found
-    if len(parts) == 1:
-        return packed(parts[0]), width
-    keys = np.zeros(sum(part.shape[0] for part in parts), dtype=np.uint64)
-    matrix = keys.view(np.uint8).reshape(-1, 8)
+    chunks, width = found
+    if len(chunks) == 1 and width == 8:
+        data, first, n = chunks[0]
+        return packed(data[first:first + 8 * n].reshape(n, 8)), width
+    keys = np.zeros(sum(n for _, _, n in chunks), dtype=np.uint64)
+    mask = np.zeros(8, dtype=np.uint8)
+    mask[:width] = 0xFF  # the value's bytes, in memory order: right on either byte order
     start = 0
-    for part in parts:
-        matrix[start:start + part.shape[0], :width] = part
-        start += part.shape[0]
+    for data, first, n in chunks:
+        # rows whose 8 bytes lie inside the buffer are read in place; the last few, if the buffer ends sooner,
+        # are copied byte by byte
+        reach = 0 if width == 0 else min(n, max((data.size - first - 8) // width + 1, 0))
+        if reach:
+            at_starts: KeyArray = np.ndarray((reach,), dtype=np.uint64, buffer=data, offset=first,
+                                             strides=(width,))
+            np.bitwise_and(at_starts, mask.view(np.uint64)[0], out=keys[start:start + reach])
+        if reach < n:
+            rest = data[first + reach * width:first + n * width].reshape(n - reach, width)
+            keys[start + reach:start + n].view(np.uint8).reshape(-1, 8)[:, :width] = rest
+        start += n
     return keys, width
 
 
@@ -236,8 +268,7 @@ def fixed_width_codes(array: Any) -> tuple[IntArray, IntArray] | None:
     8 bytes): ``codes[j]`` groups equal values, ``first[c]`` is the first row of group ``c``; None when the column
     takes the general route (see the module).
     """
-    n = len(array)
-    head = fixed_width_bytes(array.slice(0, SAMPLE), MAX_WINDOW_WIDTH)
+    head = fixed_width_bytes(array.slice(0, HEAD), MAX_WINDOW_WIDTH)  # the route, decided on the head
     if head is None:
         return None
     if head[1] > MAX_WIDTH:  # wider values: one window of 8 bytes, if the others never vary
@@ -246,16 +277,13 @@ def fixed_width_codes(array: Any) -> tuple[IntArray, IntArray] | None:
     if head[1] <= 2:  # a lookup table on the bytes
         whole = fixed_width_bytes(array)
         return None if whole is None else codes_of_rows(whole[0])
-    sample = packed(head[0])  # the route is chosen on the head, before the whole column is read
-    candidates, bits = np.unique(sample[:HEAD]), None
-    if candidates.size > FEW_VALUES:
-        bits = table_bits(sample, n)
+    candidates = np.unique(packed(head[0]))  # few values or not
     keys = fixed_width_keys(array)
     if keys is None:
         return None
     # 8-byte values of one chunk are keyed in place (a view of the Arrow buffer, never written); others are copies
     in_place = keys[1] == 8 and sum(1 for chunk in getattr(array, "chunks", [array]) if len(chunk)) == 1
-    return codes_of_keys(keys[0], candidates, bits, scratch=not in_place)
+    return codes_of_keys(keys[0], candidates, scratch=not in_place)
 
 
 def object_string_codes(values: np.ndarray) -> tuple[IntArray, IntArray] | None:
@@ -328,7 +356,8 @@ def codes_of_rows(rows: npt.NDArray[np.uint8]) -> tuple[CodeArray, IntArray]:
 def codes_of_keys(keys: KeyArray, candidates: KeyArray | None = None, bits: int | None = None, *,
                   scratch: bool = False) -> tuple[IntArray, IntArray]:
     """``(codes, first)`` of packed keys: a search among ``candidates`` (the head's distinct keys) when they are
-    few, else the hash (``bits``: its size, if known), or one sort (:func:`.sortcodes.sorted_codes`) when the hash
+    few; else the bits in which keys differ index a table directly when they are few (:func:`direct_codes`);
+    else the hash (``bits``: its size, if known), or one sort (:func:`.sortcodes.sorted_codes`) when the hash
     table would outgrow the cache (:data:`SORT_BITS`, :data:`SMALL_SORT_BITS`) and the keys differ in few enough
     bits.
 
@@ -343,10 +372,14 @@ def codes_of_keys(keys: KeyArray, candidates: KeyArray | None = None, bits: int 
         if np.array_equal(candidates[codes], keys):
             return codes, first_rows(codes, candidates.size)
         del codes  # a value the head did not show: more values than it suggested
+    runs = varying_runs(keys) if n else []
+    varying = sum(length for _, length in runs)
+    if varying <= DIRECT_BITS and 1 << varying <= max(n, 1 << DIRECT_FREE_BITS):
+        return direct_codes(keys, runs)
     if bits is None:
         bits = table_bits(keys[:SAMPLE], n)
     if bits > SORT_BITS or (bits > SMALL_SORT_BITS and n <= SMALL_SORT_ROWS):
-        found = sorted_codes(keys, overwrite=scratch)
+        found = sorted_codes(keys, overwrite=scratch, runs=runs)
         if found is not None:
             return found
     return hash_codes(keys, bits)
@@ -394,7 +427,29 @@ def hash_codes(keys: KeyArray, bits: int) -> tuple[npt.NDArray[np.signedinteger[
         if slot is not None:
             break
         bits += 1
-    n, size, index = keys.size, 1 << bits, slot.dtype
+    return slot_codes(slot, 1 << bits)
+
+
+def direct_codes(keys: KeyArray, runs: list[tuple[int, int]],
+                 ) -> tuple[npt.NDArray[np.signedinteger[Any]], IntArray]:
+    """``(codes, first)`` of keys that differ in few bits (``runs``, :func:`.sortcodes.varying_runs`): those bits,
+    gathered side by side, are the key's slot in a table of ``2**bits`` slots, with no hash and no probing.
+
+    Exact: two keys are equal exactly when their varying bits are. Ids of a fixed layout differ in few bits
+    (``w01234``: four digits of 4 varying bits each, a table of 2**16 slots).
+    """
+    size = 1 << sum(length for _, length in runs)
+    slot: npt.NDArray[np.signedinteger[Any]] = np.empty(keys.size, dtype=np.int32 if max(size, keys.size) < 2**31
+                                                          else np.int64)
+    gather_bits(keys, runs, slot)
+    return slot_codes(slot, size)
+
+
+def slot_codes(slot: npt.NDArray[np.signedinteger[Any]], size: int,
+               ) -> tuple[npt.NDArray[np.signedinteger[Any]], IntArray]:
+    """``(codes, first)`` from each row's slot in a table of ``size`` slots (one slot a distinct key): the slots
+    numbered in order of their first row, codes of the slot's integer type."""
+    n, index = slot.size, slot.dtype
     first_of_slot = np.full(size, n, dtype=index)
     for block in reversed(_blocks(n)):  # the earliest row of a slot, if the last write wins ...
         first_of_slot[slot[block][::-1]] = np.arange(block.stop - 1, block.start - 1, -1, dtype=index)
