@@ -27,7 +27,7 @@ import pytest
 import labelgate as lg
 from labelgate.core import columns, strings
 from labelgate.core.columns import _entry_order, factorize
-from labelgate.core.sortcodes import sorted_codes, varying_runs
+from labelgate.core.sortcodes import merged_runs, sorted_codes, varying_runs
 from labelgate.core.strings import (
     codes_of_keys,
     direct_codes,
@@ -87,6 +87,24 @@ def test_sorted_codes_refuse_keys_whose_bits_and_row_do_not_fit_a_word():
     keys = rng.integers(0, 2**63, 1_000, dtype=np.int64).astype(np.uint64) | np.uint64(2**63)
     assert sum(length for _, length in varying_runs(keys)) > 54  # 63 varying bits + 10 row bits > 64
     assert sorted_codes(keys) is None
+
+
+def test_merged_runs_cover_every_run_within_their_room():
+    rng = np.random.default_rng(23)
+    for _ in range(300):
+        mask = int(rng.integers(1, 2**63)) & int(rng.integers(1, 2**63))
+        keys = np.asarray([0, mask], dtype=np.uint64)
+        runs = varying_runs(keys)
+        total = sum(length for _, length in runs)
+        room = int(rng.integers(total, 65))
+        merged = merged_runs(runs, room)
+        covered = sum(((1 << length) - 1) << low for low, length in merged)
+        assert covered & mask == mask  # every varying bit is still gathered
+        assert sum(length for _, length in merged) <= room
+        assert all(a[0] + a[1] < b[0] for a, b in itertools.pairwise(merged))  # apart, in order
+        assert len(merged) <= len(runs)
+        if room >= 64 - runs[0][0]:  # room for the whole span: one run
+            assert len(merged) == 1
 
 
 def test_varying_runs_mark_exactly_the_bits_that_differ():

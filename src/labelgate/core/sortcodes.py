@@ -48,6 +48,28 @@ def varying_runs(keys: KeyArray) -> list[tuple[int, int]]:
     return runs
 
 
+def merged_runs(runs: list[tuple[int, int]], room: int) -> list[tuple[int, int]]:
+    """``runs`` with the narrowest gaps between neighbours closed while their total length stays within ``room``
+    bits: fewer runs to gather (each costs three passes over the keys). A gap's bits are the same in every key, so
+    the merged runs tell keys apart exactly as the runs do, and order them alike.
+
+    Examples
+    --------
+    >>> merged_runs([(0, 4), (8, 4), (16, 4), (40, 4)], 24)  # the 4-bit gaps closed; the 20-bit one stays
+    [(0, 20), (40, 4)]
+    """
+    merged = list(runs)
+    total = sum(length for _, length in merged)
+    while len(merged) > 1:
+        gaps = [merged[k + 1][0] - (merged[k][0] + merged[k][1]) for k in range(len(merged) - 1)]
+        k = min(range(len(gaps)), key=gaps.__getitem__)
+        if total + gaps[k] > room:
+            break
+        total += gaps[k]
+        merged[k:k + 2] = [(merged[k][0], merged[k + 1][0] + merged[k + 1][1] - merged[k][0])]
+    return merged
+
+
 def gather_bits(keys: KeyArray, runs: list[tuple[int, int]], out: npt.NDArray[np.integer[Any]], *,
                 above: int = 0) -> None:
     """Write into ``out`` each key's bits of ``runs`` side by side (a software ``pext``), from bit ``above`` up,
@@ -98,6 +120,7 @@ def sorted_codes(keys: KeyArray, *, overwrite: bool = False, runs: list[tuple[in
     row_bits = max(int(n - 1).bit_length(), 1)
     if sum(length for _, length in runs) + row_bits > 64:
         return None
+    runs = merged_runs(runs, 64 - row_bits)
     words = keys if overwrite and keys.flags.c_contiguous and keys.flags.writeable else np.empty(n, dtype=np.uint64)
     gather_bits(keys, runs, words, above=row_bits)  # word = varying bits of the key, then the row
     words.sort()
