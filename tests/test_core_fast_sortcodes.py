@@ -242,8 +242,9 @@ def _few_bit_key_sets():
 
 @pytest.mark.parametrize("block", [None, 777])
 def test_direct_codes_equal_the_hash_on_every_key_shape(block, monkeypatch):
-    if block:
-        monkeypatch.setattr("labelgate.core.sortcodes.BLOCK", block)  # several blocks, a last one shorter
+    if block:  # several blocks, a last one shorter: the bit gather's and the slot numbering's
+        monkeypatch.setattr("labelgate.core.sortcodes.BLOCK", block)
+        monkeypatch.setattr("labelgate.core.strings.BLOCK", block)
     for name, keys in _few_bit_key_sets():
         runs = varying_runs(keys)
         assert sum(length for _, length in runs) <= 24, name

@@ -722,3 +722,6 @@ def test_ids_are_compacted_only_when_a_dropped_row_can_leave_one_unused(monkeypa
     assert list(lg.Ratings.from_long(categorical).rater_labels) == ["x", "y"] and calls == []
     pools = lg.ratings_by_pool(frame.assign(pool="A"))  # one pool: every row, the table's own factorisation
     assert list(pools["A"].rater_labels) == ["x", "y"]
+    two = lg.ratings_by_pool(frame.iloc[:4].assign(pool=["A", "B", "A", "B"]))  # each pool: part of the raters
+    assert list(two["A"].rater_labels) == ["x"] and list(two["B"].rater_labels) == ["y"]
+    assert two["A"].n_raters == 1 and two["B"].n_raters == 1
