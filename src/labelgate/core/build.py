@@ -122,14 +122,18 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
                               raters, row_labels)
     if kept is not None:
         item_codes, rater_codes, value_codes = item_codes[kept], rater_codes[kept], value_codes[kept]
-    compact = not (every_id_used and rows is None and kept is None)  # a dropped row may leave an id unused
+    every_used = every_id_used and rows is None and kept is None  # a dropped row may leave an id unused
+
+    def compacted(column: Column, codes: IntArray) -> tuple[npt.NDArray[np.bool_] | None, IntArray]:
+        return (None, codes) if every_used else compact_codes(column.n_uniques, codes, in_place=True)
+
     item_index: LabelIndex
     if shared_item_index is not None:  # pools keep the index of the whole table, so items align by code
         item_index = shared_item_index
     else:
-        used, item_codes = compact_codes(items.n_uniques, item_codes, in_place=True) if compact else (None, item_codes)
+        used, item_codes = compacted(items, item_codes)
         item_index = items.label_index(used)  # the ids as Python objects are made when first read
-    used, rater_codes = compact_codes(raters.n_uniques, rater_codes, in_place=True) if compact else (None, rater_codes)
+    used, rater_codes = compacted(raters, rater_codes)
     return {"item_codes": item_codes, "rater_codes": rater_codes, "value_codes": value_codes,
             "item_labels": item_index, "rater_labels": raters.label_index(used).labels,
             "categories": cats, "level": level, "n_dropped_missing": n_missing}

@@ -168,22 +168,29 @@ def fixed_width_keys(array: Any) -> tuple[KeyArray, int] | None:
         data, first, n = chunks[0]
         return packed(data[first:first + 8 * n].reshape(n, 8)), width
     keys = np.zeros(sum(n for _, _, n in chunks), dtype=np.uint64)
-    mask = np.zeros(8, dtype=np.uint8)
-    mask[:width] = 0xFF  # the value's bytes, in memory order: right on either byte order
     start = 0
     for data, first, n in chunks:
         # rows whose 8 bytes lie inside the buffer are read in place; the last few, if the buffer ends sooner,
         # are copied byte by byte
         reach = 0 if width == 0 else min(n, max((data.size - first - 8) // width + 1, 0))
         if reach:
-            at_starts: KeyArray = np.ndarray((reach,), dtype=np.uint64, buffer=data, offset=first,
-                                             strides=(width,))
-            np.bitwise_and(at_starts, mask.view(np.uint64)[0], out=keys[start:start + reach])
+            keys_at_starts(data, first, reach, width, width, out=keys[start:start + reach])
         if reach < n:
             rest = data[first + reach * width:first + n * width].reshape(n - reach, width)
             keys[start + reach:start + n].view(np.uint8).reshape(-1, 8)[:, :width] = rest
         start += n
     return keys, width
+
+
+def keys_at_starts(data: npt.NDArray[np.uint8], first: int, n: int, stride: int, width: int,
+                   out: KeyArray | None = None) -> KeyArray:
+    """The packed keys (:func:`packed`) of ``n`` values of ``width`` <= 8 bytes that start every ``stride`` bytes
+    from byte ``first`` of ``data``: 8 bytes read at each start (an unaligned strided view, no copy; numpy refuses
+    one that would pass the end of ``data``), the bytes beyond the value masked off."""
+    at_starts: KeyArray = np.ndarray((n,), dtype=np.uint64, buffer=data, offset=first, strides=(stride,))
+    mask = np.zeros(8, dtype=np.uint8)
+    mask[:width] = 0xFF  # the value's bytes, in memory order: right on either byte order
+    return np.bitwise_and(at_starts, mask.view(np.uint64)[0], out=out)
 
 
 def window_keys(array: Any) -> KeyArray | None:
@@ -323,10 +330,7 @@ def object_string_codes(values: np.ndarray) -> tuple[IntArray, IntArray] | None:
         return codes_of_rows(rows[:, :width])
     # the packed keys straight from the buffer: 8 bytes read at every value's start, the bytes beyond the value
     # (its separator, the next value) masked off; equal to packed(rows[:, :width]) without the row copy
-    at_starts: KeyArray = np.ndarray((n,), dtype=np.uint64, buffer=buffer, strides=(stride,))
-    mask = np.zeros(8, dtype=np.uint8)
-    mask[:width] = 0xFF  # the value's bytes, in memory order: right on either byte order
-    return codes_of_keys(at_starts & mask.view(np.uint64)[0], scratch=True)
+    return codes_of_keys(keys_at_starts(buffer, 0, n, stride, width), scratch=True)
 
 
 def codes_of_rows(rows: npt.NDArray[np.uint8]) -> tuple[CodeArray, IntArray]:
