@@ -161,6 +161,50 @@ def test_run_steps_uses_threads_only_for_large_tables_and_when_allowed(monkeypat
     assert run_steps([names, names], rows=parallel.MIN_ROWS) == [threading.current_thread().name] * 2
 
 
+def test_steps_of_which_two_hold_the_interpreter_lock_run_one_after_another(monkeypatch):
+    names = lambda: threading.current_thread().name  # noqa: E731
+    here = threading.current_thread().name
+    monkeypatch.setenv("LABELGATE_THREADS", "2")
+    assert run_steps([names, names, names], rows=parallel.MIN_ROWS, locked=[True, False, True]) == [here] * 3
+    on_threads = run_steps([names, names, names], rows=parallel.MIN_ROWS, locked=[True, False, False])
+    assert all(name.startswith("labelgate") for name in on_threads)
+
+
+@pytest.mark.parametrize(("form", "locked"), [("object arrays", True), ("lists", True), ("object frame", True),
+                                                ("numpy strings", True), ("arrow frame", False),
+                                                ("arrow table", False), ("categoricals", False)])
+def test_id_columns_of_python_objects_are_coded_without_threads(threads, monkeypatch, form, locked):
+    # the build codes its columns one after another exactly when two or more of them are read as Python objects;
+    # the Ratings are the same either way
+    seen = []
+    factorize = lg.core.ratings.factorize
+
+    def spy(column, **kwargs):
+        seen.append(threading.current_thread().name)
+        return factorize(column, **kwargs)
+
+    monkeypatch.setattr("labelgate.core.ratings.factorize", spy)
+    frame = _ascii_frame(pools=("crowd",))[["item_id", "rater_id", "label"]]
+    data = {"object arrays": {c: frame[c].to_numpy(dtype=object) for c in frame},
+            "lists": {c: frame[c].tolist() for c in frame},
+            "object frame": frame.astype(object),
+            "numpy strings": {c: frame[c].to_numpy(dtype=str) for c in ("item_id", "rater_id")}
+            | {"label": frame["label"].to_numpy()},
+            "arrow frame": frame,
+            "arrow table": pa.Table.from_pandas(frame, preserve_index=False),
+            "categoricals": frame.astype({"item_id": "category", "rater_id": "category"})}[form]
+    built = lg.Ratings.from_long(data)
+    assert len(seen) == 3
+    assert (set(seen) == {threading.current_thread().name}) == locked
+    monkeypatch.setattr("labelgate.core.ratings.factorize", factorize)
+    reference = lg.Ratings.from_long(frame.astype(object))
+    assert list(built.item_labels) == list(reference.item_labels)
+    assert list(built.rater_labels) == list(reference.rater_labels)
+    np.testing.assert_array_equal(built.item_codes, reference.item_codes)
+    np.testing.assert_array_equal(built.rater_codes, reference.rater_codes)
+    np.testing.assert_array_equal(built.value_codes, reference.value_codes)
+
+
 @pytest.mark.parametrize("raw", ["0", "-1", "two", "1.5"])
 def test_a_bad_thread_count_is_refused_naming_the_variable(monkeypatch, raw):
     monkeypatch.setenv("LABELGATE_THREADS", raw)
@@ -283,3 +327,27 @@ def test_a_pickle_from_before_the_item_index_still_loads():
     old.__setstate__(state)
     assert old.n_items == 2 and old.item_labels.tolist() == ["x", "y"]
     assert float(lg.fleiss_kappa(old)) == float(lg.fleiss_kappa(r))
+
+
+@pytest.mark.parametrize(("form", "locked"), [("object arrays", True), ("arrow frame", False)])
+def test_pool_columns_of_python_objects_are_coded_without_threads(threads, monkeypatch, form, locked):
+    seen = []
+    factorize = lg.core.pools.factorize
+
+    def spy(column, **kwargs):
+        seen.append(threading.current_thread().name)
+        return factorize(column, **kwargs)
+
+    monkeypatch.setattr("labelgate.core.pools.factorize", spy)
+    frame = _ascii_frame()
+    data = {"object arrays": {c: frame[c].to_numpy(dtype=object) for c in frame}, "arrow frame": frame}[form]
+    built = lg.ratings_by_pool(data)
+    assert len(seen) == 4  # the item, rater, label and pool columns
+    assert (set(seen) == {threading.current_thread().name}) == locked
+    monkeypatch.setattr("labelgate.core.pools.factorize", factorize)
+    reference = lg.ratings_by_pool(frame.astype(object))
+    for name, ratings in reference.items():
+        assert list(built[name].item_labels) == list(ratings.item_labels)
+        np.testing.assert_array_equal(built[name].item_codes, ratings.item_codes)
+        np.testing.assert_array_equal(built[name].rater_codes, ratings.rater_codes)
+        np.testing.assert_array_equal(built[name].value_codes, ratings.value_codes)

@@ -25,6 +25,7 @@ from labelgate.core.column import Column, EncodedColumn
 from labelgate.core.columns import factorize, factorize_objects, take_values
 from labelgate.core.strings import (
     HEAD,
+    JOIN_BLOCK,
     fixed_width_codes,
     hash_codes,
     object_string_codes,
@@ -345,6 +346,7 @@ def test_object_strings_of_one_length_are_coded_from_their_bytes_exactly():
         "empty": [""] * n,
         "few": [["crowd", "trust", "gold "][k] for k in rng.integers(0, 3, n)],
         "hash": [f"w{k:05d}" for k in rng.integers(0, 2000, n)],
+        "lookup, two characters": [f"{k:02d}" for k in rng.integers(0, 100, n)],
         "hash, three characters": [f"{k:03d}" for k in rng.integers(0, 1000, n)],
         "hash, eight characters": [f"v{k:07d}" for k in rng.integers(0, 5000, n)],
     }
@@ -357,16 +359,22 @@ def test_object_strings_of_one_length_are_coded_from_their_bytes_exactly():
         "numbers among strings": ["1"] * (n - 1) + [1],
         "not ASCII": [f"é{k:03d}" for k in rng.integers(0, 500, n)],
         "longer than 8": [f"item-{k:05d}" for k in rng.integers(0, 500, n)],
+        # a NUL inside one value and a shorter value: the joined text keeps the length of one width
+        "a NUL and a shorter value": [f"f{k:03d}" for k in rng.integers(0, 500, n - 2)] + ["f00", "f\x00001"],
     }
-    for route, values in {**taken, **refused}.items():
+    # the strings are turned into bytes a block at a time: the default block, and blocks that put the value that
+    # breaks the layout in a later block than the first
+    for block, route, values in [(b, r, v) for b in (JOIN_BLOCK, 5, 1000) for r, v in {**taken, **refused}.items()]:
         array = np.empty(len(values), dtype=object)
         array[:] = values
-        assert (object_string_codes(array) is None) == (route in refused), route
-        col = factorize_objects(array)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("labelgate.core.strings.JOIN_BLOCK", block)
+            assert (object_string_codes(array) is None) == (route in refused), (block, route)
+            col = factorize_objects(array)
         codes, uniques = first_appearance(values)
-        assert col.codes.tolist() == codes, route
-        assert [type(u) for u in col.uniques] == [type(u) for u in uniques], route
-        assert list(col.uniques) == uniques, route
+        assert col.codes.tolist() == codes, (block, route)
+        assert [type(u) for u in col.uniques] == [type(u) for u in uniques], (block, route)
+        assert list(col.uniques) == uniques, (block, route)
 
 
 def test_labels_of_a_deferred_column_are_made_once_on_first_read():

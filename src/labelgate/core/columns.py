@@ -86,6 +86,16 @@ def factorize(column: Any, *, ordered: bool = True) -> Column:
     return factorize_objects(arr.astype(object, copy=False).ravel())
 
 
+def visits_objects(column: Any) -> bool:
+    """Whether coding ``column`` reads each value as a Python object (a list or tuple, a numpy array or pandas
+    column of objects or of numpy strings): such coding holds the interpreter lock, so it gains nothing from
+    threads (:func:`labelgate.core.parallel.run_steps`, ``locked``)."""
+    if isinstance(column, (list, tuple)):
+        return True
+    dtype = getattr(column, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind in "OUS"
+
+
 # ------------------------------------------------------------------ encoded inputs
 def _arrow_dictionary(column: Any) -> Any:
     """The Arrow dictionary array behind ``column`` (pyarrow or a pandas ``ArrowDtype``), else None."""

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from labelgate.core.build import DuplicatePolicy, MissingPolicy, RowSubset, assemble, check_ids, require_columns
 from labelgate.core.categories import Level, resolve_categories
 from labelgate.core.column import Column, IntArray, int64_codes, python_scalar, used_codes
-from labelgate.core.columns import factorize
+from labelgate.core.columns import factorize, visits_objects
 from labelgate.core.parallel import run_steps
 
 
@@ -40,7 +40,8 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
     # others each with the pass that follows its coding
     steps: list[Callable[[], Any]] = [partial(factorize, data[item]), partial(factorize, data[rater]),
                                       partial(_values_present, data[value]), partial(_pools_positions, data[pool])]
-    items, raters, (values, present), (pools, positions) = run_steps(steps, n_rows)
+    items, raters, (values, present), (pools, positions) = run_steps(
+        steps, n_rows, locked=[visits_objects(data[c]) for c in (item, rater, value, pool)])
     check_ids(((item, items), (rater, raters), (pool, pools)), row_labels)
     if categories is None:  # one category list for all pools: the union of the observed labels
         categories, _ = resolve_categories(values.uniques[present], None, level, value)

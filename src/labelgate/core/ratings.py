@@ -38,7 +38,7 @@ from labelgate.core.build import (
 from labelgate.core.cached import cached_statistic
 from labelgate.core.categories import Level, contingency_judgements, count_rows, resolve_categories
 from labelgate.core.column import Column, EncodedColumn, is_missing, python_scalar
-from labelgate.core.columns import factorize
+from labelgate.core.columns import factorize, visits_objects
 from labelgate.core.index import LabelIndex
 from labelgate.core.parallel import run_steps
 from labelgate.core.pools import pool_arguments
@@ -165,8 +165,11 @@ class Ratings(SufficientStatistics):
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
         require_columns(data, (("item", item), ("rater", rater), ("value", value)))
         row_labels = getattr(data, "index", None)
-        items, raters, values = run_steps(
-            [partial(factorize, data[c], ordered=c != value) for c in (item, rater, value)], len(data[item]))
+        columns = [data[item], data[rater], data[value]]
+        steps = [partial(factorize, columns[0]), partial(factorize, columns[1]),
+                 partial(factorize, columns[2], ordered=False)]
+        items, raters, values = run_steps(steps, len(columns[0]),
+                                          locked=[visits_objects(column) for column in columns])
         check_ids(((item, items), (rater, raters)), row_labels)
         return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates=duplicates,
                               missing=missing, value_column=value, row_labels=row_labels, every_id_used=True))
