@@ -5,12 +5,15 @@
   the ids themselves; every read gives the reference ids.
 * :func:`labelgate.core.parallel.run_steps`: forced onto threads (``MIN_ROWS`` 0), every input form and every
   pool split gives the reference `Ratings`, the first failing step in order raises (the same error as without
-  threads), and the panel's estimates (bootstrap intervals included) are those computed without threads.
+  threads), and the panel's estimates (bootstrap intervals included) are those computed without threads. Builds
+  whose columns are two or more of Python objects (object arrays, lists, numpy strings) run one column after
+  another even so, with the same result.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import pickle
 import threading
 
@@ -21,6 +24,8 @@ import pytest
 
 import labelgate as lg
 from labelgate.core import parallel
+from labelgate.core.column import EncodedColumn
+from labelgate.core.columns import visits_objects
 from labelgate.core.index import LabelIndex, same_index
 from labelgate.core.parallel import run_steps, thread_count
 from labelgate.errors import InputError, ParameterError
@@ -165,29 +170,44 @@ def test_steps_of_which_two_hold_the_interpreter_lock_run_one_after_another(monk
     names = lambda: threading.current_thread().name  # noqa: E731
     here = threading.current_thread().name
     monkeypatch.setenv("LABELGATE_THREADS", "2")
-    assert run_steps([names, names, names], rows=parallel.MIN_ROWS, locked=[True, False, True]) == [here] * 3
-    on_threads = run_steps([names, names, names], rows=parallel.MIN_ROWS, locked=[True, False, False])
+    assert run_steps([names, names, names], rows=parallel.MIN_ROWS,
+                     holds_interpreter_lock=[True, False, True]) == [here] * 3
+    on_threads = run_steps([names, names, names], rows=parallel.MIN_ROWS,
+                           holds_interpreter_lock=[True, False, False])
     assert all(name.startswith("labelgate") for name in on_threads)
 
 
-@pytest.mark.parametrize(("form", "locked"), [("object arrays", True), ("lists", True), ("object frame", True),
-                                                ("numpy strings", True), ("arrow frame", False),
-                                                ("arrow table", False), ("categoricals", False)])
-def test_id_columns_of_python_objects_are_coded_without_threads(threads, monkeypatch, form, locked):
-    # the build codes its columns one after another exactly when two or more of them are read as Python objects;
-    # the Ratings are the same either way
+def _threads_of_factorize(monkeypatch, module):
+    """The names of the threads on which ``module``'s ``factorize`` is called from now on (a spy, in call order)."""
     seen = []
-    factorize = lg.core.ratings.factorize
+    factorize = importlib.import_module(module).factorize
 
     def spy(column, **kwargs):
         seen.append(threading.current_thread().name)
         return factorize(column, **kwargs)
 
-    monkeypatch.setattr("labelgate.core.ratings.factorize", spy)
+    monkeypatch.setattr(f"{module}.factorize", spy)
+    return seen
+
+
+@pytest.mark.parametrize(("form", "locked"), [("object arrays", True), ("lists", True), ("tuples", True),
+                                                ("object frame", True), ("python-stored strings", True),
+                                                ("numpy strings", True), ("numpy bytes", True),
+                                                ("arrow frame", False), ("arrow table", False),
+                                                ("categoricals", False)])
+def test_id_columns_of_python_objects_are_coded_without_threads(threads, monkeypatch, form, locked):
+    # the build codes its columns one after another exactly when two or more of them are read as Python objects;
+    # the Ratings are the same either way
+    seen = _threads_of_factorize(monkeypatch, "labelgate.core.ratings")
     frame = _ascii_frame(pools=("crowd",))[["item_id", "rater_id", "label"]]
     data = {"object arrays": {c: frame[c].to_numpy(dtype=object) for c in frame},
             "lists": {c: frame[c].tolist() for c in frame},
+            "tuples": {c: tuple(frame[c].tolist()) for c in frame},
             "object frame": frame.astype(object),
+            "python-stored strings": frame.astype({"item_id": pd.StringDtype("python"),
+                                                   "rater_id": pd.StringDtype("python")}),
+            "numpy bytes": {c: frame[c].to_numpy(dtype=str).astype("S") for c in ("item_id", "rater_id")}
+            | {"label": frame["label"].to_numpy()},
             "numpy strings": {c: frame[c].to_numpy(dtype=str) for c in ("item_id", "rater_id")}
             | {"label": frame["label"].to_numpy()},
             "arrow frame": frame,
@@ -196,10 +216,11 @@ def test_id_columns_of_python_objects_are_coded_without_threads(threads, monkeyp
     built = lg.Ratings.from_long(data)
     assert len(seen) == 3
     assert (set(seen) == {threading.current_thread().name}) == locked
-    monkeypatch.setattr("labelgate.core.ratings.factorize", factorize)
+    monkeypatch.undo()
     reference = lg.Ratings.from_long(frame.astype(object))
-    assert list(built.item_labels) == list(reference.item_labels)
-    assert list(built.rater_labels) == list(reference.rater_labels)
+    decoded = (lambda ids: [i.decode() for i in ids]) if form == "numpy bytes" else list  # ids stay bytes
+    assert decoded(built.item_labels) == list(reference.item_labels)
+    assert decoded(built.rater_labels) == list(reference.rater_labels)
     np.testing.assert_array_equal(built.item_codes, reference.item_codes)
     np.testing.assert_array_equal(built.rater_codes, reference.rater_codes)
     np.testing.assert_array_equal(built.value_codes, reference.value_codes)
@@ -331,23 +352,31 @@ def test_a_pickle_from_before_the_item_index_still_loads():
 
 @pytest.mark.parametrize(("form", "locked"), [("object arrays", True), ("arrow frame", False)])
 def test_pool_columns_of_python_objects_are_coded_without_threads(threads, monkeypatch, form, locked):
-    seen = []
-    factorize = lg.core.pools.factorize
-
-    def spy(column, **kwargs):
-        seen.append(threading.current_thread().name)
-        return factorize(column, **kwargs)
-
-    monkeypatch.setattr("labelgate.core.pools.factorize", spy)
+    seen = _threads_of_factorize(monkeypatch, "labelgate.core.pools")
     frame = _ascii_frame()
     data = {"object arrays": {c: frame[c].to_numpy(dtype=object) for c in frame}, "arrow frame": frame}[form]
     built = lg.ratings_by_pool(data)
     assert len(seen) == 4  # the item, rater, label and pool columns
     assert (set(seen) == {threading.current_thread().name}) == locked
-    monkeypatch.setattr("labelgate.core.pools.factorize", factorize)
+    monkeypatch.undo()
     reference = lg.ratings_by_pool(frame.astype(object))
     for name, ratings in reference.items():
         assert list(built[name].item_labels) == list(ratings.item_labels)
         np.testing.assert_array_equal(built[name].item_codes, ratings.item_codes)
         np.testing.assert_array_equal(built[name].rater_codes, ratings.rater_codes)
         np.testing.assert_array_equal(built[name].value_codes, ratings.value_codes)
+
+
+def test_columns_coded_as_python_objects_are_told_apart_from_the_others():
+    # what factorize codes value by value as Python objects (made objects first, or hashed by pandas' object
+    # route) against what it codes from codes, buffers or numbers
+    strings = ["a", "bc", "a"]
+    dates = np.array(["2026-01-01", "2026-01-02"], dtype="datetime64[D]")
+    objects = [strings, tuple(strings), np.array(strings, dtype=object), np.array(strings), np.array(strings, "S"),
+               dates, np.array([1 + 2j]), pd.Series(strings, dtype=object), pd.Series(strings, dtype="string[python]"),
+               pd.Series(strings, dtype=pd.StringDtype("python", na_value=np.nan))]
+    others = [np.arange(3), np.array([0.5]), np.array([True]), pd.Series([1, 2]), pd.Series(strings, dtype="str"),
+              pd.Series(strings, dtype="category"), pd.Series(dates), pa.array(strings), pa.chunked_array([strings]),
+              pa.array(strings).dictionary_encode(), EncodedColumn(np.array([0, 1, 0]), ["a", "bc"])]
+    assert [visits_objects(column) for column in objects] == [True] * len(objects)
+    assert [visits_objects(column) for column in others] == [False] * len(others)

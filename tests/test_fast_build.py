@@ -340,7 +340,7 @@ def test_arrow_strings_outside_the_fixed_width_routes_give_the_reference_codes()
 
 def test_object_strings_of_one_length_are_coded_from_their_bytes_exactly():
     rng = np.random.default_rng(14)
-    n = 2 * HEAD
+    n = JOIN_BLOCK + 2 * HEAD + 3
     taken = {  # values of one ASCII length: coded from their bytes
         "lookup": [["A", "B"][k] for k in rng.integers(0, 2, n)],
         "empty": [""] * n,
@@ -359,12 +359,19 @@ def test_object_strings_of_one_length_are_coded_from_their_bytes_exactly():
         "numbers among strings": ["1"] * (n - 1) + [1],
         "not ASCII": [f"é{k:03d}" for k in rng.integers(0, 500, n)],
         "longer than 8": [f"item-{k:05d}" for k in rng.integers(0, 500, n)],
-        # a NUL inside one value and a shorter value: the joined text keeps the length of one width
+        # values whose lengths compensate: the joined text keeps the length of one width (and its NUL count)
+        "a shorter and a longer value": [f"f{k:03d}" for k in rng.integers(0, 500, n - 2)] + ["f00", "f0001"],
         "a NUL and a shorter value": [f"f{k:03d}" for k in rng.integers(0, 500, n - 2)] + ["f00", "f\x00001"],
+        # a NUL after a value of the width: the NULs, counted, could be separators
+        "a NUL after a whole value": [f"g{k:03d}" for k in rng.integers(0, 500, n - 1)] + ["g000\x00"],
+        # the first blocks of one width, the others all of another
+        "later blocks of another width": [f"h{k:03d}" for k in rng.integers(0, 500, n // 2)]
+        + [f"h{k:04d}" for k in rng.integers(0, 500, n - n // 2)],
     }
-    # the strings are turned into bytes a block at a time: the default block, and blocks that put the value that
-    # breaks the layout in a later block than the first
-    for block, route, values in [(b, r, v) for b in (JOIN_BLOCK, 5, 1000) for r, v in {**taken, **refused}.items()]:
+    # the strings are turned into bytes a block at a time: the default block (crossed: n > JOIN_BLOCK), and blocks
+    # that put the value that breaks the layout in a later block than the first, one of them a block per value
+    blocks = (JOIN_BLOCK, 1, 5, 1000)
+    for block, route, values in [(b, r, v) for b in blocks for r, v in {**taken, **refused}.items()]:
         array = np.empty(len(values), dtype=object)
         array[:] = values
         with pytest.MonkeyPatch.context() as patch:

@@ -87,13 +87,19 @@ def factorize(column: Any, *, ordered: bool = True) -> Column:
 
 
 def visits_objects(column: Any) -> bool:
-    """Whether coding ``column`` reads each value as a Python object (a list or tuple, a numpy array or pandas
-    column of objects or of numpy strings): such coding holds the interpreter lock, so it gains nothing from
-    threads (:func:`labelgate.core.parallel.run_steps`, ``locked``)."""
+    """Whether :func:`factorize` codes ``column`` value by value as Python objects: a list or tuple, an array or
+    pandas column of objects, pandas strings stored as Python objects, and numpy arrays that are not numbers
+    (strings, bytes, dates, complex numbers: made objects first). Such coding holds the interpreter lock, so it
+    gains nothing from threads (:func:`labelgate.core.parallel.run_steps`, ``holds_interpreter_lock``)."""
     if isinstance(column, (list, tuple)):
         return True
     dtype = getattr(column, "dtype", None)
-    return isinstance(dtype, np.dtype) and dtype.kind in "OUS"
+    if getattr(dtype, "storage", None) == "python":  # pandas' StringDtype("python"): its own factorize hashes objects
+        return True
+    if not isinstance(dtype, np.dtype):  # categoricals, Arrow-backed columns, Arrow arrays: codes or buffers
+        return False
+    # pandas columns of dates and other non-object numpy dtypes have their own (compiled) factorize
+    return dtype.kind == "O" or (dtype.kind not in "biuf" and not hasattr(column, "factorize"))
 
 
 # ------------------------------------------------------------------ encoded inputs

@@ -10,9 +10,10 @@ waiting drops the steps not yet started). The standard library only.
 The number of threads is the environment variable ``LABELGATE_THREADS`` (1 turns threads off), else the CPUs
 this process may run on. Tables under :data:`MIN_ROWS` rows run the steps one after another: there, starting
 threads costs more than it saves. So do steps of which two or more hold the interpreter lock for most of their
-time (``locked``: Python objects turned into bytes): those threads would only take turns, and handing the lock
-back and forth costs CPU. Measured on 10^6 rows whose two id columns are object arrays of strings: 118 ms of CPU
-one after another against 138 ms on two threads, with no gain in wall time (118 against 115 ms).
+time (``holds_interpreter_lock``: columns coded value by value as Python objects, hashed or joined into bytes):
+those threads would only take turns, and handing the lock back and forth costs CPU. Measured on 10^6 rows whose
+two id columns are object arrays of strings: 118 ms of CPU one after another against 138 ms on two threads, with no
+gain in wall time (118 against 115 ms).
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ def thread_count() -> int:
 
 
 def run_steps(steps: Sequence[Callable[[], T]], rows: int, *, max_threads: int | None = None,
-              locked: Sequence[bool] = ()) -> list[T]:
+              holds_interpreter_lock: Sequence[bool] = ()) -> list[T]:
     """The results of ``steps`` in their order: on threads when there are ``rows >= MIN_ROWS`` rows, more than
-    one thread and at most one step ``locked`` (by position: the step holds the interpreter lock for most of its
-    time), else one after another.
+    one thread and at most one step flagged in ``holds_interpreter_lock`` (by position: the step holds the lock
+    for most of its time), else one after another.
 
     ``max_threads`` caps the threads below :func:`thread_count`: the steps start in their order, each on the first
     free thread, so a later step can be held back until an earlier one has ended (and made what it reuses).
@@ -67,7 +68,8 @@ def run_steps(steps: Sequence[Callable[[], T]], rows: int, *, max_threads: int |
     [1, 2]
     """
     allowed = thread_count()  # read on every call: a bad setting fails on small tables too, not first in production
-    workers = min(len(steps), allowed, max_threads or allowed) if rows >= MIN_ROWS and sum(locked) < 2 else 1
+    threaded = rows >= MIN_ROWS and sum(holds_interpreter_lock) < 2
+    workers = min(len(steps), allowed, max_threads or allowed) if threaded else 1
     if workers < 2:
         return [step() for step in steps]
     from concurrent.futures import ThreadPoolExecutor, wait  # only here: `import labelgate` stays light

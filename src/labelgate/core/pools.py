@@ -41,7 +41,7 @@ def pool_arguments(data: Any, pool: str, item: str, rater: str, value: str, *, l
     steps: list[Callable[[], Any]] = [partial(factorize, data[item]), partial(factorize, data[rater]),
                                       partial(_values_present, data[value]), partial(_pools_positions, data[pool])]
     items, raters, (values, present), (pools, positions) = run_steps(
-        steps, n_rows, locked=[visits_objects(data[c]) for c in (item, rater, value, pool)])
+        steps, n_rows, holds_interpreter_lock=[visits_objects(data[c]) for c in (item, rater, value, pool)])
     check_ids(((item, items), (rater, raters), (pool, pools)), row_labels)
     if categories is None:  # one category list for all pools: the union of the observed labels
         categories, _ = resolve_categories(values.uniques[present], None, level, value)

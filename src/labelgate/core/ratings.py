@@ -165,11 +165,11 @@ class Ratings(SufficientStatistics):
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
         require_columns(data, (("item", item), ("rater", rater), ("value", value)))
         row_labels = getattr(data, "index", None)
-        columns = [data[item], data[rater], data[value]]
-        steps = [partial(factorize, columns[0]), partial(factorize, columns[1]),
-                 partial(factorize, columns[2], ordered=False)]
-        items, raters, values = run_steps(steps, len(columns[0]),
-                                          locked=[visits_objects(column) for column in columns])
+        names = (item, rater, value)
+        columns = [data[name] for name in names]
+        items, raters, values = run_steps(
+            [partial(factorize, column, ordered=name != value) for name, column in zip(names, columns, strict=True)],
+            len(columns[0]), holds_interpreter_lock=[visits_objects(column) for column in columns])
         check_ids(((item, items), (rater, raters)), row_labels)
         return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates=duplicates,
                               missing=missing, value_column=value, row_labels=row_labels, every_id_used=True))
