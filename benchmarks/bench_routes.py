@@ -162,6 +162,14 @@ def time_lines(times: dict[str, dict[str, list[float]]], size: str) -> list[str]
             for name, t in times.items()]
 
 
+def limit_line(times: dict[str, dict[str, list[float]]], measured: str, target_s: float, clock: str = "cpu") -> str:
+    """An absolute figure against its limit: the median seconds of ``measured`` (and the min–max of its rounds)."""
+    values = times[measured][clock]
+    mid = statistics.median(values)
+    return (f"  LIMIT {measured} ({clock}): {mid:.4f} s ({min(values):.4f}–{max(values):.4f})  "
+            f"target <= {target_s:g} s: {'meets' if mid <= target_s else 'MISSES'}")
+
+
 def ratio_line(times: dict[str, dict[str, list[float]]], measured: str, reference: str, target: float | None,
                clock: str = "cpu") -> str:
     per_round = [a / b for a, b in zip(times[measured][clock], times[reference][clock], strict=True)]
@@ -226,6 +234,52 @@ def group_pools(files: dict[str, str], rounds: int) -> list[str]:
     lines += time_lines(warm, f"{len(frame):,} rows")
     lines.append(ratio_line(warm, "cross_kappa, separately built Ratings", "cross_kappa, pools of ratings_by_pool",
                             1.5))
+    return lines
+
+
+#: Issue 17's limits on built `Ratings` of 10^6 judgements: every coefficient warm, the whole panel cold (seconds).
+COEFFICIENT_WARM_S, PANEL_COLD_S = 0.005, 0.1
+
+
+def group_metrics(files: dict[str, str], rounds: int) -> list[str]:
+    """Each coefficient of the panel warm, and the whole panel cold (the first on fresh `Ratings`), at 10^6
+    judgements: one pool of 10^6 (``one.csv``), and two pools of 5·10^5 each on the same items (the items of
+    ``two.csv`` with an even number) for κx, normalized κx and the two-pool panel. Paired, interleaved rounds, CPU.
+    """
+    from labelgate.metrics.panel import SINGLE
+
+    one = pd.read_csv(files["one"])
+    both = pd.read_csv(files["two"])
+    both = both[both["item_id"].str[1:].astype(int) % 2 == 0].reset_index(drop=True)
+    r = lg.Ratings.from_long(one)
+    pools = lg.ratings_by_pool(both)
+    x, y = pools["A"], pools["B"]
+    irr_panel({"A": r})
+    irr_panel(pools)  # every statistic a coefficient reads is made: the figures below are warm
+    warm: Steps = {f"{metric}, one pool": (lambda f=f: f(r, ci=None)) for metric, f in SINGLE.items()
+                   if metric != "spa"}
+    warm |= {f"spa {w}, one pool": (lambda w=w: lg.spa(r, w)) for w in WEIGHTINGS}
+    warm |= {"cross_kappa, two pools": lambda: lg.cross_kappa(x, y),
+             "normalized_cross_kappa, two pools": lambda: lg.normalized_cross_kappa(x, y)}
+    times = paired(warm, rounds)
+    lines = [f"  {r.n_ratings:,} judgements in one pool; {x.n_ratings + y.n_ratings:,} in two pools "
+             f"({x.n_ratings:,} + {y.n_ratings:,}) on {x.n_items:,} items"]
+    lines += time_lines(times, "warm")
+    lines += [limit_line(times, name, COEFFICIENT_WARM_S) for name in warm]
+    # cold: each round builds fresh Ratings (not timed), then times the first panel on them
+    cold: dict[str, dict[str, list[float]]] = {"full panel, cold, one pool": {"wall": [], "cpu": []},
+                                               "full panel, cold, two pools": {"wall": [], "cpu": []}}
+    for round_ in range(rounds):
+        order = list(cold) if round_ % 2 == 0 else list(cold)[::-1]
+        for name in order:
+            fresh = {"A": lg.Ratings.from_long(one)} if name.endswith("one pool") else lg.ratings_by_pool(both)
+            gc.collect()
+            wall, cpu = time.perf_counter(), time.process_time()
+            irr_panel(fresh)
+            cold[name]["cpu"].append(time.process_time() - cpu)
+            cold[name]["wall"].append(time.perf_counter() - wall)
+    lines += time_lines(cold, "cold")
+    lines += [limit_line(cold, name, PANEL_COLD_S) for name in cold]
     return lines
 
 
@@ -299,7 +353,8 @@ def group_memory(files: dict[str, str], rounds: int) -> list[str]:
 
 
 GROUPS: dict[str, Callable[[dict[str, str], int], list[str]]] = {
-    "build": group_build, "pools": group_pools, "peers": group_peers, "memory": group_memory}
+    "build": group_build, "pools": group_pools, "metrics": group_metrics, "peers": group_peers,
+    "memory": group_memory}
 
 
 # ============================================================== cold processes

@@ -4,7 +4,11 @@ Every script of the set times paired, interleaved rounds and prints its ratios a
 
     RATIO <measured> / <reference> (<clock>): <median>x (<min>–<max>)[  target <= <X>x: meets|MISSES]
 
-(``bench_routes.ratio_line``). This runner collects those lines, in the order printed, and replaces what lies between
+(``bench_routes.ratio_line``), and each absolute figure that has a limit as
+
+    LIMIT <measured> (<clock>): <median> s (<min>–<max>)  target <= <X> s: meets|MISSES
+
+(``bench_routes.limit_line``). This runner collects those lines, in the order printed, and replaces what lies between
 the two marker comments of docs/benchmarks.md (``<!-- bench:begin -->`` … ``<!-- bench:end -->``) with: the machine,
 the load average at the start and the end, the wall time of the run, one table row per ratio (script, ratio, median,
 spread, target, verdict) and each script's whole output. Nothing outside the markers is touched. It prints the wall
@@ -35,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 RATIO = re.compile(r"^\s*RATIO (?P<what>.+?): (?P<median>[0-9.]+)x \((?P<low>[0-9.]+)–(?P<high>[0-9.]+)\)"
                    r"(?:\s+target (?P<op><=|>=) (?P<target>[0-9.]+)x: (?P<verdict>meets|MISSES))?\s*$")
+LIMIT = re.compile(r"^\s*LIMIT (?P<what>.+?): (?P<median>[0-9.]+) s \((?P<low>[0-9.]+)–(?P<high>[0-9.]+)\)"
+                   r"\s+target (?P<op><=) (?P<target>[0-9.]+) s: (?P<verdict>meets|MISSES)\s*$")
 
 
 @dataclass(frozen=True)
@@ -77,12 +83,14 @@ class Result:
 
 
 def parse_ratios(output: str) -> list[dict[str, str]]:
-    """The ``RATIO`` lines of a script's output, in order: what, median, low, high and (if judged) op, target, verdict."""
+    """The ``RATIO`` and ``LIMIT`` lines of a script's output, in order: what, median, low, high, (if judged) op,
+    target, verdict, and the unit (``x`` for a ratio, `` s`` for a limit in seconds)."""
     rows = []
     for line in output.splitlines():
-        match = RATIO.match(line)
-        if match:
-            rows.append({k: v or "" for k, v in match.groupdict().items()})
+        for pattern, unit in ((RATIO, "x"), (LIMIT, " s")):
+            match = pattern.match(line)
+            if match:
+                rows.append({k: v or "" for k, v in match.groupdict().items()} | {"unit": unit})
     return rows
 
 
@@ -138,18 +146,20 @@ def run_script(script: Script) -> Result:
 
 
 def table(results: list[Result]) -> list[str]:
-    """One markdown row per ``RATIO`` line; a script that failed or printed no ratio gets a row saying so."""
-    rows = ["| script | ratio (measured / reference, clock) | median | spread (min–max) | target | verdict |",
+    """One markdown row per ``RATIO`` or ``LIMIT`` line; a script that failed or printed none gets a row saying so."""
+    rows = ["| script | ratio (measured / reference, clock) or limit (measured, clock) | median | spread (min–max) "
+            "| target | verdict |",
             "| --- | --- | --- | --- | --- | --- |"]
     for result in results:
         if result.status != "ok" or not result.ratios:
             rows.append(f"| `{result.script.name}` | {result.status if result.status != 'ok' else 'no RATIO line'} "
                         "| | | | **FAILED** |")
         for ratio in result.ratios:
-            target = f"{ratio['op']} {ratio['target']}x" if ratio["target"] else "—"
+            unit = ratio.get("unit", "x")
+            target = f"{ratio['op']} {ratio['target']}{unit}" if ratio["target"] else "—"
             verdict = {"meets": "meets", "MISSES": "**MISSES**"}.get(ratio["verdict"], "")
             what = ratio["what"].replace("|", "\\|")
-            rows.append(f"| `{result.script.name}` | {what} | {ratio['median']}x | {ratio['low']}–{ratio['high']} "
+            rows.append(f"| `{result.script.name}` | {what} | {ratio['median']}{unit} | {ratio['low']}–{ratio['high']} "
                         f"| {target} | {verdict} |")
     return rows
 
@@ -169,8 +179,9 @@ def section(results: list[Result], started: datetime, load_start: tuple[float, .
         "",
         f"Scripts and sizes: {sizes}.",
         "",
-        f"{len(judged)} ratios have a target: {len(judged) - missed} met, {missed} missed. A ratio is the median of "
-        "the per-round ratios of paired, interleaved rounds; the spread is their min–max. Clock: `cpu` / `wall` in "
+        f"{len(judged)} figures have a target: {len(judged) - missed} met, {missed} missed. A ratio is the median of "
+        "the per-round ratios of paired, interleaved rounds; the spread is their min–max; a limit (seconds) is the "
+        "median of the rounds' times against an absolute target. Clock: `cpu` / `wall` in "
         "one process (warm), `process` a whole fresh process timed from outside (cold), `inside` the work timed "
         "inside a fresh process.",
         "",

@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from bench_routes import ratio_line, spread  # noqa: E402  (one implementation of the ratio and spread format)
+from bench_routes import limit_line, ratio_line, spread  # noqa: E402, F401  (one implementation of the line formats)
 
 Times = dict[str, dict[str, list[float]]]
 __all__ = ["Times", "bench_env", "paired_processes", "process_lines", "ratio_line", "spread"]

@@ -48,7 +48,7 @@ def test_parse_ratios_reads_every_ratio_line_in_order() -> None:
         "served / cli (process)",
     ]
     assert rows[0] | {} == {"what": rows[0]["what"], "median": "2.87", "low": "2.53", "high": "3.31", "op": "<=",
-                            "target": "3", "verdict": "meets"}
+                            "target": "3", "verdict": "meets", "unit": "x"}
     assert (rows[1]["target"], rows[1]["verdict"]) == ("", "")
     assert (rows[2]["median"], rows[2]["verdict"]) == ("7.83", "MISSES")
     assert (rows[3]["op"], rows[3]["target"]) == (">=", "5")
@@ -63,6 +63,27 @@ def test_parse_ratios_reads_what_ratio_line_prints() -> None:
     rows = run.parse_ratios(f"{judged}\n{plain}")
     assert [(r["what"], r["median"], r["low"], r["high"], r["verdict"]) for r in rows] == [
         ("a / b (process)", "3.00", "2.00", "4.00", "MISSES"), ("b / a (process)", "0.33", "0.25", "0.50", "")]
+
+
+def test_limit_lines_are_read_as_printed_and_become_rows_in_seconds() -> None:
+    """Absolute limits (bench_routes.limit_line: the panel's coefficients warm, the gate beyond Prefect) are read
+    next to the ratios, in the order printed, and their table rows carry seconds."""
+    routes = _load("bench_routes")
+    times = {"fleiss_kappa, one pool": {"cpu": [0.002, 0.001, 0.003]},
+             "full panel, cold": {"cpu": [0.2, 0.15, 0.12]}}
+    output = "\n".join([routes.limit_line(times, "fleiss_kappa, one pool", 0.005),
+                         "  RATIO a / b (cpu): 1.50x (1.20–1.80)  target <= 3x: meets",
+                         routes.limit_line(times, "full panel, cold", 0.1),
+                         "  LIMIT malformed line without a target: 0.1 s (0.1–0.2)"])
+    rows = run.parse_ratios(output)
+    assert [(r["what"], r["median"], r["low"], r["high"], r["target"], r["verdict"], r["unit"]) for r in rows] == [
+        ("fleiss_kappa, one pool (cpu)", "0.0020", "0.0010", "0.0030", "0.005", "meets", " s"),
+        ("a / b (cpu)", "1.50", "1.20", "1.80", "3", "meets", "x"),
+        ("full panel, cold (cpu)", "0.1500", "0.1200", "0.2000", "0.1", "MISSES", " s")]
+    body = run.table([_result("bench_routes.py", output)])[2:]
+    assert body[0] == "| `bench_routes.py` | fleiss_kappa, one pool (cpu) | 0.0020 s | 0.0010–0.0030 | <= 0.005 s | meets |"
+    assert body[2].endswith("| 0.1500 s | 0.1200–0.2000 | <= 0.1 s | **MISSES** |")
+    assert body[1].endswith("| 1.50x | 1.20–1.80 | <= 3x | meets |")
 
 
 def _result(name: str, output: str, status: str = "ok") -> object:
@@ -107,7 +128,7 @@ def test_section_counts_targets_and_holds_each_output() -> None:
 
     text = run.section([_result("bench_routes.py", OUTPUT)], datetime(2026, 1, 2, 3, 4, tzinfo=UTC),
                        (1.0, 2.0, 3.0), (4.0, 5.0, 6.0), 600.0)
-    assert "3 ratios have a target: 2 met, 1 missed" in text
+    assert "3 figures have a target: 2 met, 1 missed" in text
     assert "load average at the start 1.00 / 2.00 / 3.00" in text and "10.0 min" in text
     assert "RATIO served / cli (process): 15.70x" in text  # the script's whole output, verbatim
 

@@ -505,6 +505,50 @@ def test_a_view_of_every_item_is_the_shared_view_without_a_gather():
     assert np.array_equal(item_statistics(r, every[::-1].copy())[0], whole.counts[::-1])
 
 
+def test_an_alignment_of_every_item_is_the_whole_axis_by_identity():
+    """Pools whose every item is rated in both align on the Ratings' own read-only item axis (recognised without a
+    pass over the codes); the cached category totals and rated-item counts equal their definitions."""
+    from labelgate.core.align import align_items
+    from labelgate.metrics._items import category_totals, is_whole_axis
+    from labelgate.metrics.cross import build_cross_kappa
+
+    data = _every_item_pairable(23)
+    n = len(data["label"])
+    both = {"item_id": data["item_id"] * 2, "rater_id": data["rater_id"] * 2,
+            "label": np.r_[data["label"], (data["label"] + (np.arange(n) % 3 == 0)) % 4],
+            "pool": ["A"] * n + ["B"] * n}
+    pools = lg.ratings_by_pool(both)
+    x, y = pools["A"], pools["B"]
+    cx, cy = align_items(x, y)
+    assert cx is x.all_items and cy is y.all_items and not cx.flags.writeable
+    assert is_whole_axis(x, cx) and is_whole_axis(y, cy)
+    assert np.array_equal(cx, np.arange(x.n_items))
+    # the identity path against the gathered one (every item backwards): the same numbers
+    backwards = np.arange(x.n_items)[::-1].copy()
+    whole, gathered = build_cross_kappa(x, y, cx, cy), build_cross_kappa(x, y, backwards, backwards)
+    assert whole.point()["value"][0] == pytest.approx(gathered.point()["value"][0], abs=1e-14)
+    assert [np.array_equal(a, b) for a, b in zip(whole.totals[1:], gathered.totals[1:], strict=True)] == [True] * 2
+    assert whole.n_ratings == gathered.n_ratings == 2 * n
+    # the category totals: from the codes before the item table exists, from the table after; both its column sums
+    fresh = lg.Ratings.from_long(data)
+    assert "item_counts" not in fresh.__dict__
+    before = fresh.category_counts
+    assert np.array_equal(before, fresh.item_counts.sum(axis=0)) and before.dtype == np.int64
+    again = lg.Ratings.from_long(data)
+    _ = again.item_counts
+    assert np.array_equal(again.category_counts, before)
+    assert np.array_equal(category_totals(x, backwards, x.item_counts[backwards]), x.category_counts)
+    # an item rated in one pool only: a plain alignment of the others, and the rated items counted
+    short = {k: v[:-1] for k, v in both.items()}
+    last = short["item_id"][-1]
+    short = {k: [v for v, item, pool in zip(short[k], short["item_id"], short["pool"], strict=True)
+                 if not (item == last and pool == "B")] for k in short}
+    p = lg.ratings_by_pool(short)
+    cx, cy = align_items(p["A"], p["B"])
+    assert cx is not p["A"].all_items and cx.size == p["A"].n_items - 1
+    assert p["B"].n_rated_items == p["B"].n_items - 1 == int((p["B"].ratings_per_item > 0).sum())
+
+
 @pytest.mark.parametrize("level", ["nominal", "ordinal"])
 def test_the_panel_on_the_whole_item_axis_equals_the_gathered_computation(level):
     """Views on every item skip the gathers and masked copies; on a permuted axis every number is the same."""

@@ -31,6 +31,8 @@ def align_items(x: SufficientStatistics, y: SufficientStatistics) -> tuple[IntAr
     in_x = np.flatnonzero(x.ratings_per_item > 0)
     if x.shares_items_with(y):
         common = in_x[y.ratings_per_item[in_x] > 0]
+        if common.size == x.n_items:  # every item: the codes every metric recognises as the whole item axis
+            return x.all_items, y.all_items
         return common, common
     return _match_ids(x, y, in_x)
 

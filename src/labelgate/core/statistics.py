@@ -67,10 +67,10 @@ class SufficientStatistics:
         """Size of the item index (for pools of :func:`ratings_by_pool`, the whole table's items)."""
         return len(self.item_index)
 
-    @property
+    @cached_statistic
     def n_rated_items(self) -> int:
         """Items with at least one rating in these Ratings."""
-        return int((self.ratings_per_item > 0).sum())
+        return int(np.count_nonzero(self.ratings_per_item))
 
     @property
     def n_raters(self) -> int:
@@ -125,6 +125,21 @@ class SufficientStatistics:
                 Reason.TOO_MANY_CATEGORIES)
         flat = np.bincount(self.item_codes * self.n_categories + self.value_codes, minlength=cells)
         return flat.reshape(self.n_items, self.n_categories).astype(np.int64, copy=False)
+
+    @cached_statistic
+    def all_items(self) -> IntArray:
+        """The codes of every item in order, ``0 .. n_items - 1`` (read-only, made once): the items of a view or
+        an alignment that covers them all, recognised by identity without a pass over the codes."""
+        codes = np.arange(self.n_items, dtype=np.int64)
+        codes.flags.writeable = False
+        return codes
+
+    @cached_statistic
+    def category_counts(self) -> IntArray:
+        """Ratings of each category, shape (n_categories,): the column totals of :attr:`item_counts`."""
+        if "item_counts" in self.__dict__:  # einsum over the long axis (numpy's axis-0 sum is 4-5x slower)
+            return np.einsum("ic->c", self.item_counts)
+        return np.bincount(self.value_codes, minlength=self.n_categories).astype(np.int64, copy=False)
 
     @cached_statistic
     def rater_counts(self) -> IntArray:

