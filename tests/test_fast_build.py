@@ -549,6 +549,53 @@ def test_an_alignment_of_every_item_is_the_whole_axis_by_identity():
     assert p["B"].n_rated_items == p["B"].n_items - 1 == int((p["B"].ratings_per_item > 0).sum())
 
 
+def test_statistics_kept_for_a_pair_give_the_fresh_numbers_and_never_travel():
+    """κx's cross disagreements kept on the first pool for the second, and α's within-item disagreements kept
+    per view: repeated calls, intervals included, equal those on fresh `Ratings`; a pickle or deep copy of a pool
+    carries no kept entry (a weak reference cannot travel) and computes the same numbers again."""
+    import copy
+    import gc
+    import pickle
+
+    from labelgate.core.cached import PairCache
+
+    data = _every_item_pairable(24)
+    n = len(data["label"])
+    both = {"item_id": data["item_id"] * 2, "rater_id": data["rater_id"] * 2,
+            "label": np.r_[data["label"], (data["label"] + (np.arange(n) % 4 == 0)) % 4],
+            "pool": ["A"] * n + ["B"] * n}
+
+    def numbers(x, y):
+        return [lg.cross_kappa(x, y, ci=0.9, n_boot=200, seed=3).to_dict(),
+                lg.normalized_cross_kappa(x, y, ci=0.9, n_boot=200, seed=3).to_dict(),
+                lg.krippendorff_alpha(x, ci=0.9, n_boot=200, seed=3).to_dict()]
+
+    pools = lg.ratings_by_pool(both)
+    x, y = pools["A"], pools["B"]
+    first = numbers(x, y)
+    assert isinstance(x.__dict__["_cross_observed"], PairCache) and len(x.__dict__["_cross_observed"]) == 1
+    assert numbers(x, y) == first  # from the kept statistics
+    fresh = lg.ratings_by_pool(both)
+    assert numbers(fresh["A"], fresh["B"]) == first
+    for moved in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
+        assert len(moved.__dict__["_cross_observed"]) == 0
+        assert numbers(moved, y) == first
+    assert numbers(copy.copy(x), y) == first  # a shallow copy shares the entries: the same judgements
+    # separately built Ratings: the pair put on one index is kept the same way, and pickles
+    a = lg.Ratings.from_long({k: v[:n] for k, v in both.items() if k != "pool"})
+    b = lg.Ratings.from_long({k: v[n:] for k, v in both.items() if k != "pool"})
+    assert numbers(a, b) == first
+    assert numbers(pickle.loads(pickle.dumps(a)), b) == first
+    # an entry whose partner is gone is dropped when the next one is kept
+    c = lg.Ratings.from_long({k: v[n:] for k, v in both.items() if k != "pool"})
+    lg.cross_kappa(a, c)
+    assert len(a.__dict__["_one_index"]) == 2
+    del b, c
+    gc.collect()
+    lg.cross_kappa(a, lg.Ratings.from_long({k: v[n:] for k, v in both.items() if k != "pool"}))
+    assert len(a.__dict__["_one_index"]) == 1
+
+
 @pytest.mark.parametrize("level", ["nominal", "ordinal"])
 def test_the_panel_on_the_whole_item_axis_equals_the_gathered_computation(level):
     """Views on every item skip the gathers and masked copies; on a permuted axis every number is the same."""

@@ -8,12 +8,12 @@ first: κx, normalized κx and the IRR comparison of the same pair align once.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from labelgate.core.cached import keep_pair_entry, pair_entry
 from labelgate.core.columns import factorize_objects
 from labelgate.core.statistics import SufficientStatistics
 
@@ -46,10 +46,9 @@ def on_one_index(x: R, y: R) -> tuple[R, R]:
     """
     if x.shares_items_with(y):
         return x, y
-    cache: dict[int, tuple[weakref.ref[R], R, R]] = x.__dict__.setdefault("_one_index", {})
-    hit = cache.get(id(y))
-    if hit is not None and hit[0]() is y:
-        return hit[1], hit[2]
+    hit = pair_entry(x, "_one_index", y)
+    if hit is not None:
+        return cast(R, hit[0]), cast(R, hit[1])
     n_x = len(x.item_labels)
     joint = factorize_objects(np.concatenate([np.asarray(x.item_labels, dtype=object),
                                               np.asarray(y.item_labels, dtype=object)]))
@@ -60,9 +59,7 @@ def on_one_index(x: R, y: R) -> tuple[R, R]:
                           r.value_codes, item_labels=joint.uniques, rater_labels=r.rater_labels,
                           categories=r.categories, level=r.level, n_dropped_missing=r.n_dropped_missing)
                   for r in (x, y))
-    for dead in [k for k, entry in cache.items() if entry[0]() is None]:
-        del cache[dead]
-    cache[id(y)] = (weakref.ref(y), x_on, y_on)
+    keep_pair_entry(x, "_one_index", y, x_on, y_on)
     return x_on, y_on
 
 

@@ -52,3 +52,38 @@ class cached_statistic(Generic[T]):  # noqa: N801 - named like the decorator it 
         value = self.func(instance)
         instance.__dict__[self.name] = value
         return value
+
+
+class PairCache(dict[int, tuple[Any, ...]]):
+    """Results that one `Ratings` keeps for another, keyed by the other's ``id`` with the other held weakly as
+    each entry's first item (:func:`pair_entry`, :func:`keep_pair_entry`).
+
+    Pickled and copied as an empty cache: a weak reference cannot be pickled, and a copy's partner is another
+    object. Kept in the instance's ``__dict__``, so a `Ratings` that measured a pair still pickles.
+    """
+
+    def __reduce__(self) -> tuple[type[PairCache], tuple[()]]:
+        return (PairCache, ())
+
+    def __copy__(self) -> PairCache:
+        return PairCache()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PairCache:
+        return PairCache()
+
+
+def pair_entry(owner: Any, name: str, other: Any) -> tuple[Any, ...] | None:
+    """What ``owner`` keeps under ``name`` for ``other`` (its items after the weak reference), or None."""
+    cache = owner.__dict__.get(name)
+    hit = None if cache is None else cache.get(id(other))
+    return hit[1:] if hit is not None and hit[0]() is other else None
+
+
+def keep_pair_entry(owner: Any, name: str, other: Any, *values: Any) -> None:
+    """Keep ``values`` on ``owner`` under ``name`` for ``other`` (held weakly); entries of dead partners go."""
+    import weakref
+
+    cache = owner.__dict__.setdefault(name, PairCache())
+    for dead in [key for key, entry in cache.items() if entry[0]() is None]:
+        del cache[dead]
+    cache[id(other)] = (weakref.ref(other), *values)

@@ -253,8 +253,11 @@ def pairable_counts(v: ItemView) -> FloatArray:
 
 
 def excluded_single(r: Ratings) -> int:
-    """Items with exactly one rating (excluded from within-pool agreement)."""
-    return int((r.ratings_per_item == 1).sum())
+    """Items with exactly one rating (excluded from within-pool agreement), counted once per `Ratings`."""
+    shared = _whole_view(r).shared
+    if "excluded_single" not in shared:
+        shared["excluded_single"] = int(np.count_nonzero(r.ratings_per_item == 1))
+    return int(shared["excluded_single"])
 
 
 def item_agreement(v: ItemView, w: FloatArray) -> FloatArray:

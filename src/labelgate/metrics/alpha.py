@@ -125,16 +125,29 @@ def _alpha_nominal(r: Ratings, v: ItemView, inv: FloatArray) -> ItemStatistic:
     the float table's sums, exact) — the float copy of the items x categories table is made only for an
     interval's blocks."""
     on = v.pairable
-    within_i = (v.n * v.n - square_sums(v)) * inv
+    within_i, within_total = _nominal_within(v, inv)
 
     def blocks() -> list[Any]:
         return [within_i[:, None], pairable_counts(v)]
 
-    totals = [column_sums(within_i[:, None]), _marginal_totals(v, on, pooled=True)]
+    totals = [within_total, _marginal_totals(v, on, pooled=True)]
     return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
                          finalize=_distance_finalize(1.0 - np.eye(r.n_categories)), n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
+
+
+def _nominal_within(v: ItemView, inv: FloatArray) -> tuple[FloatArray, np.ndarray]:
+    """Each item's nominal within-item disagreement (read-only) and their sum, made once per view: α's block, which
+    normalized κx reads again for both pools on every call."""
+    cached = v.shared.get("alpha_nominal_within")
+    if cached is None:
+        within_i = (v.n * v.n - square_sums(v)) * inv
+        total = column_sums(within_i[:, None])
+        within_i.flags.writeable = total.flags.writeable = False
+        cached = (within_i, total)
+        v.shared["alpha_nominal_within"] = cached
+    return cached
 
 
 def interval_within(moments: np.ndarray, pairable: np.ndarray) -> np.ndarray:

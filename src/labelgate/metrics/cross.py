@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from labelgate.core.align import on_one_index
+from labelgate.core.cached import keep_pair_entry, pair_entry
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
 from labelgate.errors import DesignError, ParameterError, Reason, check_option
@@ -157,17 +158,37 @@ def _cross_nominal(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, n_ratings
     and the category totals of both replications, integer sums (the same values as the float tables', exact); the
     float tables are made only for an interval's blocks."""
     x_counts, y_counts = integer_item_counts(x, cx), integer_item_counts(y, cy)
-    r_i, s_i = item_sizes(x, cx), item_sizes(y, cy)
-    w = (r_i + s_i) / (r_i * s_i)
-    observed_i = (r_i * s_i - np.vecdot(x_counts, y_counts).astype(np.float64)) * w
+    observed_i, observed_total = _nominal_observed(x, y, cx, cy, x_counts, y_counts)
 
     def blocks() -> list[Any]:
         return [observed_i[:, None], item_statistics(x, cx)[0], item_statistics(y, cy)[0]]
 
-    totals = [column_sums(observed_i[:, None]), category_totals(x, cx, x_counts), category_totals(y, cy, y_counts)]
+    totals = [observed_total, category_totals(x, cx, x_counts), category_totals(y, cy, y_counts)]
     return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
                          finalize=_matrix_finalize(1.0 - np.eye(x.n_categories)), n_items=int(cx.size),
                          n_ratings=n_ratings, explain=_explain_cross)
+
+
+def _nominal_observed(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, x_counts: IntArray, y_counts: IntArray,
+                      ) -> tuple[FloatArray, np.ndarray]:
+    """Each common item's weighted nominal cross disagreement (read-only) and their sum.
+
+    When the common items are every item of both (``cx`` / ``cy`` are their :attr:`~Ratings.all_items`), they are
+    made once per pair and kept on ``x`` for ``y`` (both `Ratings` are immutable; the entry holds ``y`` weakly):
+    κx and normalized κx read them on every call.
+    """
+    whole = cx is x.__dict__.get("all_items") and cy is y.__dict__.get("all_items")
+    hit = pair_entry(x, "_cross_observed", y) if whole else None
+    if hit is not None:
+        return hit[0], hit[1]
+    r_i, s_i = item_sizes(x, cx), item_sizes(y, cy)
+    w = (r_i + s_i) / (r_i * s_i)
+    observed_i = (r_i * s_i - np.vecdot(x_counts, y_counts).astype(np.float64)) * w
+    total = column_sums(observed_i[:, None])
+    observed_i.flags.writeable = total.flags.writeable = False
+    if whole:
+        keep_pair_entry(x, "_cross_observed", y, observed_i, total)
+    return observed_i, total
 
 
 def moment_cross_observed(mx: np.ndarray, my: np.ndarray) -> np.ndarray:
