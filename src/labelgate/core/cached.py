@@ -10,6 +10,7 @@ statistic is a pure function of the instance's judgements. numpy-free, stdlib on
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
@@ -81,8 +82,6 @@ def pair_entry(owner: Any, name: str, other: Any) -> tuple[Any, ...] | None:
 
 def keep_pair_entry(owner: Any, name: str, other: Any, *values: Any) -> None:
     """Keep ``values`` on ``owner`` under ``name`` for ``other`` (held weakly); entries of dead partners go."""
-    import weakref
-
     cache = owner.__dict__.setdefault(name, PairCache())
     for dead in [key for key, entry in cache.items() if entry[0]() is None]:
         del cache[dead]

@@ -43,6 +43,7 @@ from labelgate.metrics._engine import (
 from labelgate.metrics._items import (
     category_totals,
     integer_item_counts,
+    is_whole_axis,
     item_sizes,
     item_statistics,
     n_ratings_of,
@@ -173,11 +174,11 @@ def _nominal_observed(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, x_coun
                       ) -> tuple[FloatArray, np.ndarray]:
     """Each common item's weighted nominal cross disagreement (read-only) and their sum.
 
-    When the common items are every item of both (``cx`` / ``cy`` are their :attr:`~Ratings.all_items`), they are
+    When the common items are every item of both, in order (:func:`~labelgate.metrics._items.is_whole_axis`), they are
     made once per pair and kept on ``x`` for ``y`` (both `Ratings` are immutable; the entry holds ``y`` weakly):
     κx and normalized κx read them on every call.
     """
-    whole = cx is x.__dict__.get("all_items") and cy is y.__dict__.get("all_items")
+    whole = is_whole_axis(x, cx) and is_whole_axis(y, cy)
     hit = pair_entry(x, "_cross_observed", y) if whole else None
     if hit is not None:
         return hit[0], hit[1]
