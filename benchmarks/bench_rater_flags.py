@@ -8,7 +8,7 @@ Usage::
 Data: the project's generator (:func:`labelgate.pipeline.synth.simulate`) — 5 categories, item difficulty 0.3, a
 crowd of ``--raters`` raters with noise 0.2 and 2-4 ratings per item, a trusted pool of 12 raters with noise 0.1 and
 3 ratings of every item — with 5 % of the crowd raters planted as spammers (their labels replaced by uniform draws,
-as in ``tests/test_diagnostics.py``), so that every rater's true kappa is known: a spammer's is exactly 0 (its
+as in ``tests/metrics/test_diagnostics.py``), so that every rater's true kappa is known: a spammer's is exactly 0 (its
 labels are independent of the item), an honest rater's is the common value measured once on a long simulation
 (``--truth-items`` items, 10 raters) and printed with its standard error.
 

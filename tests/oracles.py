@@ -9,7 +9,7 @@ you pass (floats for speed in the random tests, fractions in the exact tests).
 
 Nothing here is vectorised or clever on purpose: these functions are slow, keep the data small
 (a dozen items, a handful of raters). The core (``src/labelgate/metrics``) computes the same numbers
-from sufficient statistics; ``tests/test_oracles.py`` checks the two agree.
+from sufficient statistics; ``tests/metrics/test_oracles.py`` checks the two agree.
 
 Conventions shared with the core (``common.md``, "documented policies"):
 

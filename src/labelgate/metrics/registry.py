@@ -1,6 +1,6 @@
 """The list of every metric, with the properties the shared tests check.
 
-``tests/test_common.py`` runs the degenerate-input policy, relabelling
+``tests/metrics/test_common.py`` runs the degenerate-input policy, relabelling
 invariance, perfect agreement, determinism of intervals and the Estimate
 contract over :data:`METRICS`; a metric added to the package without an entry
 here fails ``test_every_public_metric_is_registered``.
@@ -38,10 +38,10 @@ Family = Literal["agreement", "numeric"]
 #: Public functions of ``labelgate.metrics`` that are not metrics of `Ratings` (each tested in its own file):
 #: the variance-components object, and the planning helpers that take reliabilities, not ratings.
 NOT_METRICS: dict[str, str] = {
-    "variance_components": "returns the item/rater/residual components (tests/test_variance.py)",
-    "spearman_brown": "a function of a reliability, not of ratings (tests/test_variance.py)",
-    "raters_needed": "the inverse of spearman_brown (tests/test_variance.py)",
-    "plan_items": "a design planner (tests/test_variance.py)",
+    "variance_components": "returns the item/rater/residual components (tests/metrics/test_variance.py)",
+    "spearman_brown": "a function of a reliability, not of ratings (tests/metrics/test_variance.py)",
+    "raters_needed": "the inverse of spearman_brown (tests/metrics/test_variance.py)",
+    "plan_items": "a design planner (tests/metrics/test_variance.py)",
     "ItemPlan": "the result type of plan_items",
     "VarianceComponents": "the result type of variance_components",
 }
@@ -102,7 +102,7 @@ class MetricSpec:
 
 
 # Every weighting of Gwet's handbook (labelgate.metrics.weights); a custom matrix depends on the number of
-# categories, so it is tested in tests/test_weights.py.
+# categories, so it is tested in tests/metrics/test_weights.py.
 _WEIGHTS: tuple[dict[str, Any], ...] = tuple({"weights": w} for w in WEIGHTS)
 # The handbook's marginals (the default) and the variant over pairable items only, each with every weighting.
 _MARGINALS_WEIGHTS: tuple[dict[str, Any], ...] = (*_WEIGHTS, *({**w, "marginals": "pairable_items"} for w in _WEIGHTS))

@@ -140,7 +140,7 @@ def _tallies(conn: Connection, table: Any, sid: int, pool: int, keys: list[tuple
     PostgreSQL alike; a row-value ``IN`` searches the whole pool in SQLite). The statement is plain driver SQL, kept
     per chunk size: compiling a construct with a thousand parameters would cost more than the search. A statement binds
     ``2·KEYS_A_STATEMENT + 2`` parameters, within the 999 that SQLite builds before 3.32 allow by default. The table is
-    named without an alias, so that its line of SQLite's query plan names it (``tests/test_monitor_pass_cost.py``).
+    named without an alias, so that its line of SQLite's query plan names it (``tests/monitor/test_pass_cost.py``).
     """
     _check_dialect(conn)
     out: dict[tuple[str, str], tuple[int, int]] = {}

@@ -1,0 +1,265 @@
+"""The two table inputs: `Ratings.from_contingency` (two raters) and `Ratings.from_counts` (items x categories).
+
+Each is checked against the equivalent long data, against irrCAC (``irrCAC.table.CAC``, the Python port of the
+``*.table`` functions, at full precision; the Python port has no ``*.dist`` functions, so count tables are compared
+with ``irrCAC.raw.CAC`` on the same ratings laid out one column per rating position, which is what R's ``*.dist``
+functions compute) and against the published outputs of R irrCAC's ``*.table`` / ``*.dist`` examples (the
+handbook's datasets, bundled with irrCAC).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from irrCAC.datasets import dist_4cat, dist_g1g2, distrib_6raters, table_cont3x3abstractors, table_cont4x4diagnosis
+from irrCAC.table import CAC as TABLE_CAC
+
+import labelgate as lg
+from labelgate.core.ratings import RaterSlot
+from labelgate.metrics.weights import WEIGHTS
+from tests.metrics.test_differential import enough, irrcac, same
+
+N_SEEDS = 60
+
+
+def random_table(rng: np.random.Generator) -> np.ndarray:
+    """A q x q contingency table with a strong diagonal, zeros and (sometimes) an unused category."""
+    q = int(rng.integers(2, 6))
+    table = rng.poisson(rng.uniform(0.2, 3.0), (q, q)) + np.diag(rng.poisson(rng.uniform(0.0, 8.0), q))
+    if q > 2 and rng.random() < 0.3:
+        unused = int(rng.integers(q))
+        table[unused, :] = table[:, unused] = 0
+    if table.sum() == 0:
+        table[0, 0] = 1
+    return table
+
+
+def random_counts(rng: np.random.Generator) -> np.ndarray:
+    """Items x categories counts: unequal numbers of ratings, items rated once or not at all, unused categories."""
+    n, q = int(rng.integers(3, 25)), int(rng.integers(2, 6))
+    prevalence = rng.dirichlet(np.ones(q) * rng.choice([0.3, 1.0, 5.0]))
+    table = np.stack([rng.multinomial(int(rng.integers(0, 7)), prevalence) for _ in range(n)])
+    if table.sum() == 0:
+        table[0, 0] = 2
+    return table
+
+
+def contingency_long(table: np.ndarray) -> lg.Ratings:
+    """The same data as long rows: item i rated by 'x' (rows) and 'y' (columns)."""
+    q = table.shape[0]
+    rows, cols = np.divmod(np.repeat(np.arange(q * q), table.ravel()), q)
+    items = np.arange(rows.size)
+    return lg.Ratings.from_long({"item_id": np.concatenate([items, items]),
+                                 "rater_id": ["x"] * rows.size + ["y"] * rows.size,
+                                 "label": np.concatenate([rows, cols])}, categories=range(q))
+
+
+def counts_wide(table: np.ndarray) -> np.ndarray:
+    """Items x positions: item i's ratings in the first r_i columns (NaN after), rows without rating kept."""
+    n = table.sum(axis=1)
+    wide = np.full((table.shape[0], max(int(n.max()), 1)), np.nan)
+    for i, row in enumerate(table):
+        wide[i, :n[i]] = np.repeat(np.arange(table.shape[1]), row)
+    return wide
+
+
+TABLE_METRICS = {"percent_agreement": "pa2", "bennett_s": "bp", "cohen_kappa": "cohen", "scott_pi": "scott",
+                 "fleiss_kappa": "scott", "gwet_ac": "gwet", "conger_kappa": "cohen"}
+
+
+def table_peer(table: np.ndarray, weights: str, method: str) -> dict:
+    frame = pd.DataFrame(table, index=range(len(table)), columns=range(len(table)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return getattr(TABLE_CAC(frame, weights=weights, digits=15), method)()["est"]
+
+
+# ------------------------------------------------------------------------------- contingency tables
+@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("metric", sorted(TABLE_METRICS))
+def test_contingency_table_vs_irrcac_table(metric, weights):
+    # irrCAC's table functions number the categories 1..q: LabelGate's positions of nominal categories.
+    compared = 0
+    function = getattr(lg, metric)
+    for seed in range(N_SEEDS):
+        table = random_table(np.random.default_rng([21, seed]))
+        est = function(lg.Ratings.from_contingency(table), weights)
+        if math.isnan(est.value):
+            assert est.reason_code == lg.Reason.NO_EXPECTED_DISAGREEMENT  # irrCAC: 0/0
+            continue
+        peer = table_peer(table, weights, TABLE_METRICS[metric])
+        assert same(est.value, peer["coefficient_value"]), (seed, metric, est.value, peer, table.tolist())
+        compared += 1
+    enough(compared, N_SEEDS * 3 // 4)
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_contingency_table_equals_the_long_data(weights):
+    for seed in range(N_SEEDS):
+        table = random_table(np.random.default_rng([22, seed]))
+        a, b = lg.Ratings.from_contingency(table), contingency_long(table)
+        np.testing.assert_array_equal(a.item_counts.sum(axis=0), b.item_counts.sum(axis=0))
+        np.testing.assert_array_equal(a.rater_counts, b.rater_counts)
+        for metric in TABLE_METRICS:
+            x, y = getattr(lg, metric)(a, weights), getattr(lg, metric)(b, weights)
+            assert same(x.value, y.value), (seed, metric, table.tolist())
+        assert same(lg.krippendorff_alpha(a).value, lg.krippendorff_alpha(b).value)
+
+
+def test_published_contingency_examples():
+    # R irrCAC README / vignette on cont3x3abstractors (Gwet 2014), and the Python docstring's quadratic AC2.
+    r = lg.Ratings.from_contingency(table_cont3x3abstractors())
+    assert r.categories == ("Ectopic", "AIU", "NIU") and (r.n_items, r.n_raters) == (100, 2)
+    assert round(lg.cohen_kappa(r).value, 7) == 0.7964094
+    assert round(lg.scott_pi(r).value, 7) == 0.7962397
+    assert round(lg.gwet_ac(r).value, 7) == 0.8493305
+    assert round(lg.bennett_s(r).value, 7) == 0.835
+    assert round(lg.percent_agreement(r).value, 7) == 0.89
+    assert round(lg.gwet_ac(r, "quadratic").value, 5) == 0.94024
+
+
+def test_contingency_rows_are_the_first_rater():
+    table = table_cont4x4diagnosis()
+    r = lg.Ratings.from_contingency(table, raters=("clinical", "research"))
+    assert list(r.rater_labels) == ["clinical", "research"]
+    np.testing.assert_array_equal(r.rater_counts, np.stack([table.sum(axis=1), table.sum(axis=0)]))
+
+
+def test_contingency_categories_and_level():
+    r = lg.Ratings.from_contingency([[3, 1], [0, 4]], categories=[1.5, 4.0], level="interval")
+    assert r.categories == (1.5, 4.0) and r.category_values.tolist() == [1.5, 4.0]
+    assert lg.Ratings.from_contingency(np.array([[3, 1], [0, 4]])).categories == (0, 1)
+
+
+@pytest.mark.parametrize(("table", "kw", "error", "message"), [
+    ([[1, 2, 3], [4, 5, 6]], {}, lg.InputError, r"must be square \(q x q\); got 2 x 3"),
+    ([[1, -1], [0, 2]], {}, lg.InputError, r"non-negative integer counts; cell \(0, 1\) is -1.0"),
+    ([[1, 0.5], [0, 2]], {}, lg.InputError, r"non-negative integer counts; cell \(0, 1\) is 0.5"),
+    ([[0, 0], [0, 0]], {}, lg.InputError, r"has no rating"),
+    ([1, 2], {}, lg.InputError, r"non-empty 2-D table; got shape \(2,\)"),
+    ([["a", "b"], ["c", "d"]], {}, lg.InputError, r"must hold numbers"),
+    ([[1, 0], [0, 1]], {"categories": ["a", "b", "c"]}, lg.ParameterError, r"'categories' has 3 entries but the "
+                                                                            r"table has 2"),
+    ([[1, 0], [0, 1]], {"categories": ["a", "a"]}, lg.ParameterError, r"duplicates"),
+    ([[1, 0], [0, 1]], {"categories": ["a", "b"], "level": "interval"}, lg.InputError,
+     r"'categories' has the non-numeric value 'a'"),
+    ([[1, 0], [0, 1]], {"raters": ("x", "x")}, lg.ParameterError, r"two distinct labels"),
+])
+def test_bad_contingency_tables_raise(table, kw, error, message):
+    with pytest.raises(error, match=message):
+        lg.Ratings.from_contingency(table, **kw)
+
+
+def test_a_dataframe_with_different_rows_and_columns_needs_categories():
+    frame = pd.DataFrame([[1, 0], [0, 1]], index=["a", "b"], columns=["b", "a"])
+    with pytest.raises(lg.InputError, match=r"rows \['a', 'b'\] and columns \['b', 'a'\] must list the same"):
+        lg.Ratings.from_contingency(frame)
+    assert lg.Ratings.from_contingency(frame, categories=["a", "b"]).categories == ("a", "b")
+
+
+# ------------------------------------------------------------------------------------ count tables
+COUNT_METRICS = ("percent_agreement", "bennett_s", "fleiss_kappa", "scott_pi", "gwet_ac")
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_count_table_equals_the_long_data(weights):
+    compared = 0
+    for seed in range(N_SEEDS):
+        table = random_counts(np.random.default_rng([23, seed]))
+        a = lg.Ratings.from_counts(table)
+        b = lg.Ratings.from_wide(counts_wide(table), categories=range(table.shape[1]))
+        np.testing.assert_array_equal(a.item_counts, b.item_counts[b.ratings_per_item > 0])
+        for metric in COUNT_METRICS:
+            x, y = getattr(lg, metric)(a, weights, ci=0.9, n_boot=50, seed=1), getattr(lg, metric)(b, weights)
+            assert same(x.value, y.value), (seed, metric, table.tolist())
+            assert x.reason_code == y.reason_code
+            compared += not math.isnan(x.value)
+    assert compared >= N_SEEDS * len(COUNT_METRICS) // 2
+
+
+def test_count_table_equals_the_long_data_for_the_unweighted_metrics():
+    for seed in range(N_SEEDS):
+        table = random_counts(np.random.default_rng([24, seed]))
+        a = lg.Ratings.from_counts(table)
+        b = lg.Ratings.from_wide(counts_wide(table), categories=range(table.shape[1]))
+        for metric in ("krippendorff_alpha", "spa"):
+            assert same(getattr(lg, metric)(a).value, getattr(lg, metric)(b).value), (seed, metric)
+        sa, sb = lg.specific_agreement(a), lg.specific_agreement(b)
+        assert all(same(sa[k].value, sb[k].value) for k in sa)
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("method", ["gwet", "fleiss", "bp"])
+def test_count_table_vs_irrcac(method, weights):
+    function = {"gwet": lg.gwet_ac, "fleiss": lg.fleiss_kappa, "bp": lg.bennett_s}[method]
+    compared = 0
+    for seed in range(N_SEEDS):
+        table = random_counts(np.random.default_rng([25, seed]))
+        est = function(lg.Ratings.from_counts(table), weights)
+        rated = table.sum(axis=1) > 0
+        if math.isnan(est.value) or rated.sum() < 2:
+            continue
+        # irrCAC weights come from category values: positions 1..q are the ranks LabelGate uses
+        peer = irrcac(counts_wide(table[rated]) + 1.0, [float(k + 1) for k in range(table.shape[1])], weights,
+                      method)
+        assert same(est.value, peer["coefficient_value"]), (seed, est.value, peer, table.tolist())
+        assert same(est.details["p_o"], peer["pa"])
+        compared += 1
+    enough(compared, N_SEEDS // 2)
+
+
+def test_published_count_table_examples():
+    # R irrCAC README on distrib.6raters (Fleiss 1971's data) and cac.dist4cat[, 2:4] (Gwet 2014).
+    r = lg.Ratings.from_counts(distrib_6raters())
+    assert (r.n_items, r.n_ratings, r.n_raters) == (15, 90, 6)
+    ac1 = lg.gwet_ac(r)
+    assert round(ac1.value, 7) == 0.4448007
+    assert round(ac1.details["p_o"], 7) == 0.5511111 and round(ac1.details["p_e"], 7) == 0.1914815
+    fleiss = lg.fleiss_kappa(r)
+    assert round(fleiss.value, 7) == 0.4139265 and round(fleiss.details["p_e"], 7) == 0.2340741
+    assert round(lg.krippendorff_alpha(r).value, 7) == 0.4204384
+    assert round(lg.bennett_s(r).value, 7) == 0.4388889
+    assert round(lg.gwet_ac(lg.Ratings.from_counts(dist_4cat().reset_index(drop=True))).value, 7) == 0.3518903
+
+
+def test_count_table_labels_and_dropped_rows():
+    frame = pd.DataFrame({"no": [2, 0, 1], "yes": [1, 0, 0]}, index=["i1", "i2", "i3"])
+    r = lg.Ratings.from_counts(frame)
+    assert r.categories == ("no", "yes") and list(r.item_labels) == ["i1", "i3"]
+    assert r.item_counts.tolist() == [[2, 1], [1, 0]] and r.ratings_per_item.tolist() == [3, 1]
+    assert list(r.rater_labels) == [RaterSlot(0), RaterSlot(1), RaterSlot(2)]
+    assert lg.Ratings.from_counts(frame, categories=[0, 1], level="ordinal").categories == (0, 1)
+
+
+def test_count_table_ids_must_be_unique_and_may_be_tuples():
+    with pytest.raises(lg.InputError, match=r"index has the item id 'A' more than once"):
+        lg.Ratings.from_counts(dist_4cat())  # its index is the group of each subject
+    r = lg.Ratings.from_counts(dist_g1g2())  # a (group, unit) MultiIndex
+    assert r.n_items == 14 and r.item_labels[0] == ("G2", 1)
+
+
+@pytest.mark.parametrize("function", [lg.conger_kappa, lg.cohen_kappa])
+def test_rater_specific_coefficients_refuse_count_tables(function):
+    r = lg.Ratings.from_counts([[2, 0], [1, 1], [0, 2]])  # two ratings per item: looks like two raters
+    with pytest.raises(lg.DesignError, match=f"{function.__name__} needs to know which rater gave each rating"
+                                             r".*Ratings.from_counts") as info:
+        function(r)
+    assert info.value.code == lg.Reason.INCOMPATIBLE_RATINGS
+    with pytest.raises(lg.DesignError, match="no rater identity"):
+        function(r.subset_items([0, 1]))  # the placeholder raters survive derived Ratings
+
+
+@pytest.mark.parametrize(("counts", "kw", "error", "message"), [
+    ([[1, -2]], {}, lg.InputError, r"cell \(0, 1\) is -2.0"),
+    ([[1, np.nan]], {}, lg.InputError, r"cell \(0, 1\) is nan"),
+    ([[0, 0]], {}, lg.InputError, r"has no rating"),
+    ([[1, 2]], {"categories": ["a"]}, lg.ParameterError, r"'categories' has 1 entries but the table has 2"),
+    ([[1, 2]], {"level": "ratio", "categories": [-1, 2]}, lg.InputError, r"non-negative"),
+])
+def test_bad_count_tables_raise(counts, kw, error, message):
+    with pytest.raises(error, match=message):
+        lg.Ratings.from_counts(counts, **kw)
