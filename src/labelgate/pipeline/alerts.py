@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from labelgate.extras import install_hint, missing_modules
+
 __all__ = ["build_message", "deliver"]
 
 _log = logging.getLogger("labelgate.pipeline.alerts")
@@ -157,6 +159,11 @@ def deliver(decision: str, summary: Mapping[str, Any], alerts_config: Any, *, de
         _logger().error("LabelGate alerts: cannot build the message: %s", _redact(str(exc)))
         return [_outcome(ch, decision, dedupe_key, attempts=0, error=f"cannot build the message: "
                          f"{_redact(str(exc))}") for ch in getattr(alerts_config, "channels", [])]
+    missing = missing_modules("prefect")
+    if missing:  # the channels are Prefect notification blocks: without Prefect they stay owed, named as such
+        error = f"alert channels need the 'prefect' extra ({install_hint('prefect')}); missing: {', '.join(missing)}"
+        _logger().error("LabelGate alerts not sent: %s", error)
+        return [_outcome(ch, decision, dedupe_key, attempts=0, error=error) for ch in alerts_config.channels]
     outcomes = []
     for channel in alerts_config.channels:
         try:
@@ -351,6 +358,8 @@ def channel_label(channel: Any) -> str:
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ModuleNotFoundError):  # Prefect or httpx gone while a block was being made
+        return f"{type(exc).__name__}: {exc}"
     import httpx
     from prefect.blocks.abstract import NotificationError
 
@@ -367,6 +376,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, ModuleNotFoundError):
+        return False
     import httpx
     from prefect.blocks.abstract import NotificationError
 

@@ -13,11 +13,14 @@ import contextlib
 import csv
 import io
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from labelgate.errors import InputError, Reason
-from labelgate.pipeline.config import GateConfig, Source
+from labelgate.extras import require
 from labelgate.pipeline.limits import MAX_COLUMNS, MAX_HEADER_CHARS
+
+if TYPE_CHECKING:  # annotations only: the table loader reads headers here without the config's pydantic and YAML
+    from labelgate.pipeline.config import GateConfig, Source
 
 
 def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Path | None) -> None:
@@ -32,6 +35,7 @@ def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Pa
         (:data:`~labelgate.pipeline.limits.MAX_COLUMNS`), or a required column missing from a header; the message
         names the file and the column.
     """
+    check_extras(config)
     one_table = trusted is None and not config.trusted.path and config.trusted.format != "sql"
     checked = []
     for role, source, given in (("batch", config.batch, batch), ("trusted", config.trusted, trusted)):
@@ -53,6 +57,20 @@ def check_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Pa
             if column not in header:
                 raise InputError(f"Column {column!r} (the {what}) is missing from the {role} file {path.name}; it "
                                  f"has columns {sorted(header)}.", Reason.MISSING_COLUMN, column=column, table=role)
+
+
+def check_extras(config: Any) -> None:
+    """Raise :class:`~labelgate.extras.MissingExtraError` when the configuration (a gate's or a monitor's) asks
+    for a feature whose extra is not installed, before anything is computed: alert channels are Prefect
+    notification blocks (the ``prefect`` extra, not its server), ``runner: dask`` needs ``dask``, a Label Studio
+    source needs ``label-studio``."""
+    if getattr(getattr(config, "alerts", None), "channels", None):
+        require("prefect", "alert channels (alerts.channels)")
+    if getattr(config, "runner", "local") == "dask":
+        require("dask", "runner: dask")
+    for role in ("batch", "trusted"):
+        if getattr(getattr(config, role, None), "format", None) == "label_studio":
+            require("label-studio", f"a Label Studio source ({role}.format: label_studio)")
 
 
 def required_columns(config: GateConfig, *, with_pool: bool) -> list[tuple[str, str]]:
