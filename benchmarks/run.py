@@ -61,9 +61,9 @@ SET: tuple[Script, ...] = (
            "10^6 judgements per pool, warm and cold; cold processes also on a table of 10^7 judgements"),
     Script("bench_startup.py", ("--rounds", "5"), 240,
            "what a user starts, fresh processes: import, --help, early errors, a stored-decision rerun"),
-    Script("bench_gate.py", ("--rounds", "3"), 360,
-           "`labelgate gate` on the demo configuration as a subprocess vs reading its input, the library route and "
-           "Prefect's start-up"),
+    Script("bench_gate.py", ("--rounds", "3"), 540,
+           "`labelgate gate` on the demo configuration as a subprocess vs reading its input, the library route, "
+           "the same gate through the Python API, the gate as a Prefect flow and Prefect's start-up"),
     Script("bench_icc.py", ("--items", "1000", "--rounds", "3"), 300,
            "ICC end to end vs pingouin (usual and integer-id routes) and a hand numpy route, warm and cold"),
     Script("bench_dask.py", ("--rows", "1000000", "5000000", "--rounds", "3", "--n-boot", "0"), 480,

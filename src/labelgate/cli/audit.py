@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from labelgate.cli._group import LabelGateGroup
 from labelgate.cli._output import fail, safe
 
 DECISIONS = ("ACCEPT", "REJECT", "REVIEW", "ERROR")
@@ -20,7 +21,8 @@ DECISIONS = ("ACCEPT", "REJECT", "REVIEW", "ERROR")
 def register(app: typer.Typer) -> None:
     """Add ``runs`` and the ``alerts`` group (``alerts retry``) to a Typer application."""
     app.command("runs")(runs_command)
-    alerts_app = typer.Typer(help="Alerts of gate decisions.", no_args_is_help=True)
+    alerts_app = typer.Typer(cls=LabelGateGroup, rich_markup_mode=None, help="Alerts of gate decisions.",
+                             no_args_is_help=True)
     alerts_app.command("retry")(retry_command)
     app.add_typer(alerts_app, name="alerts")
 

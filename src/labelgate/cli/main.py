@@ -1,7 +1,12 @@
 """The ``labelgate`` command line: gate a batch, compute a metrics panel, run the demo, write synthetic data.
 
-Exit codes of ``gate`` (and ``demo`` for its last batch): 0 ACCEPT, 1 REJECT, 2 REVIEW, 3 ERROR.
-Errors print one line and a hint; ``--debug`` shows the traceback.
+Exit codes of ``gate`` (and ``demo`` for its last batch): 0 ACCEPT, 1 REJECT, 2 REVIEW, 3 ERROR — every fault,
+a usage error (:mod:`labelgate.cli._group`) or a missing extra included. Errors print one line and a hint;
+``--debug`` (before or after the command) shows the traceback.
+
+``gate`` runs in this process unless a Prefect API is named or ``--prefect always`` asks for a flow
+(:func:`labelgate.flows.api.choose`); either way the gate's own :func:`labelgate.gate.run` decides, records, reports
+and alerts, and the output says which way it ran.
 """
 
 from __future__ import annotations
@@ -9,19 +14,22 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from labelgate.cli._output import Debug, fail, first_line, num, safe
+from labelgate.cli._group import PREFECT_HELP, LabelGateGroup, PrefectMode, enable_debug, print_version
+from labelgate.cli._output import Debug, fail, first_line, num, orchestration_text, safe
 from labelgate.gate.decision import EXIT_CODES
 from labelgate.pipeline.limits import MAX_N_BOOT
 
 if TYPE_CHECKING:
     from labelgate.core.ratings import Level
+    from labelgate.gate.audit import Orchestration
 
 # Prefect reads these when it is imported: keep a CLI run quiet and tolerant of slow machines.
 # One BLAS thread: the core's matrix products are thin (items x categories), where OpenBLAS threads
@@ -32,15 +40,19 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="LabelGate: agreement gates for human-labelling batches.")
+app = typer.Typer(cls=LabelGateGroup, rich_markup_mode=None, add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False, help="LabelGate: agreement gates for human-labelling batches.")
 
 
 @app.callback()
-def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and Prefect logs.")] = False) -> None:
-    Debug.enabled = debug
-    if debug:
-        os.environ["PREFECT_LOGGING_LEVEL"] = "INFO"
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and Prefect logs (before or after the "
+                                        "command).", callback=enable_debug, expose_value=False,
+                                        is_eager=True)] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", callback=print_version,
+                                          expose_value=False, is_eager=True)] = False,
+) -> None:
+    """LabelGate: agreement gates for human-labelling batches."""
 
 
 @contextmanager
@@ -68,6 +80,7 @@ def gate(
     force: Annotated[bool, typer.Option("--force", help="Recompute even if this batch was gated before.")] = False,
     submit: Annotated[bool, typer.Option("--submit", help="Hand the batch to a running `labelgate serve` and wait "
                                          "for its decision (needs PREFECT_API_URL).")] = False,
+    prefect: Annotated[PrefectMode, typer.Option("--prefect", help=PREFECT_HELP)] = PrefectMode.auto,
 ) -> None:
     """Accept, reject or send a batch to review against a trusted replication."""
     if batch is None:  # a label_studio or sql source selects its batch; its id is derived from the selection
@@ -83,7 +96,8 @@ def gate(
         from labelgate.cli.serve import submit_command
 
         submit_command(batch, batch_id=batch_id, as_json=as_json)
-    summary, problem = _run_gate(config, batch, trusted, batch_id, force, progress=not as_json)
+    summary, problem = _run_gate(config, batch, trusted, batch_id, force, progress=not as_json,
+                                 prefect=prefect.value)
     if as_json:
         typer.echo(json.dumps(gate_json(summary), default=str))
     elif problem is None:
@@ -94,43 +108,62 @@ def gate(
 
 
 def _run_gate(config: Path, batch: Path | None, trusted: Path | None, batch_id: str | None, force: bool,
-              progress: bool) -> tuple[dict[str, Any], tuple[BaseException, str] | None]:
-    """Check what can be checked cheaply, reuse a stored decision, and only then start Prefect and GX.
+              progress: bool, prefect: str = "auto") -> tuple[dict[str, Any], tuple[BaseException, str] | None]:
+    """Check what can be checked cheaply, reuse a stored decision, and only then gate: in this process, or as a
+    Prefect flow (``prefect``: ``auto``, ``always`` or ``never``; :func:`labelgate.flows.api.choose`).
 
-    Returns the run summary and, for a configuration or input error found before the run, the error and its hint
-    (the summary is then the ERROR the gate recorded, or, without a valid configuration, an unrecorded ERROR).
+    Returns the run summary and, for a fault found before the run (a missing extra, the configuration, the inputs),
+    the error and its hint (the summary is then the ERROR the gate recorded, or, before a valid configuration, an
+    unrecorded ERROR).
     """
+    from labelgate.extras import MissingExtraError, require
+
+    try:
+        require("gate", "labelgate gate")
+        if prefect == "always":
+            require("prefect", "labelgate gate --prefect always")
+    except MissingExtraError as exc:
+        return _unrecorded(batch, batch_id, f"setup: {first_line(exc)}", "setup"), (exc, exc.hint)
+
     from labelgate.errors import LabelGateError
+    from labelgate.flows.api import choose
+    from labelgate.gate.audit import Orchestration
     from labelgate.pipeline.config import GateConfig, load_config
     from labelgate.pipeline.preflight import check_inputs
 
     try:
         cfg: GateConfig = load_config(config)
     except LabelGateError as exc:  # nothing to record: without a valid config there is no store to record in
-        summary = {"decision": "ERROR", "batch_id": batch_id or (batch.name.split(".")[0] if batch else "batch"),
-                   "reasons": [f"config: {first_line(exc)}"], "error_step": "config"}
-        return summary, (exc, "fix the configuration file (keys and values are listed in configs/example.yaml)")
+        return _unrecorded(batch, batch_id, f"config: {first_line(exc)}", "config"), (
+            exc, "fix the configuration file (keys and values are listed in configs/example.yaml)")
     trusted_path = str(trusted) if trusted else None
     try:
         check_inputs(cfg, batch, trusted_path)
-    except LabelGateError as exc:
-        # the gate records this ERROR (with its report) itself; no Prefect or GX is started for it
-        from labelgate.gate import Hooks, run
-        from labelgate.reporting.report import write_gate_report
+    except MissingExtraError as exc:  # the configuration asks for a feature whose extra is missing: recorded ERROR
+        from labelgate.gate.runner import failed_batch
 
-        _quiet_loggers()
-        summary = run(cfg, None if batch is None else str(batch), trusted_path, batch_id=batch_id, force=force,
-                      hooks=Hooks(publish=write_gate_report))
-        return summary, (exc, "check the input files and the column names in the configuration")
+        job = {"batch": None if batch is None else str(batch), "trusted": trusted_path, "batch_id": batch_id}
+        refused = Orchestration("in-process", "the configuration needs an extra that is not installed")
+        return failed_batch(cfg, job, exc, "setup", orchestration=refused), (exc, exc.hint)
+    except LabelGateError as exc:  # the gate records this ERROR (with its report) itself, without Prefect or GX
+        refused = Orchestration("in-process", "the inputs were refused before the run")
+        return _in_process(cfg, batch, trusted_path, batch_id, force, refused), (
+            exc, "check the input files and the column names in the configuration")
+    how = choose(prefect, fan_out=cfg.runner == "dask" and len(cfg.questions) > 1)
     if not force:
-        stored = _stored_decision(cfg, batch, trusted_path, batch_id)
+        served = Orchestration("in-process", "the stored decision of these inputs, served without a run")
+        stored = _stored_decision(cfg, batch, trusted_path, batch_id, served)
         if stored is not None:
-            if os.environ.get("PREFECT_API_URL"):  # a served team's automations hear of every decision
+            if how.mode == "prefect" and how.api_url:  # a served team's automations hear of every decision
                 from labelgate.flows.gate import emit_decided
 
                 emit_decided(stored)
             return stored, None
-    with _status("Gating the batch (first start of the local Prefect API takes a few seconds)", progress):
+    if how.mode == "in-process":
+        with _status("Gating the batch", progress):
+            return _in_process(cfg, batch, trusted_path, batch_id, force, how), None
+    where = how.api_url or "the local Prefect API (its first start takes a few seconds)"
+    with _status(f"Gating the batch as a Prefect flow on {where}", progress):
         _quiet_loggers()
         try:
             from labelgate.flows.api import require_api
@@ -143,16 +176,35 @@ def _run_gate(config: Path, batch: Path | None, trusted: Path | None, batch_id: 
             from labelgate.gate.runner import failed_batch
 
             job = {"batch": None if batch is None else str(batch), "trusted": trusted_path, "batch_id": batch_id}
-            return failed_batch(cfg, job, exc, "prefect"), (
-                exc, "check PREFECT_API_URL and that the Prefect server runs (unset it to use a local API)")
+            return failed_batch(cfg, job, exc, "prefect", orchestration=how), (
+                exc, "check PREFECT_API_URL and that the Prefect server runs, or gate without Prefect: --prefect never")
 
 
-def _stored_decision(cfg: Any, batch: Path | None, trusted: str | None, batch_id: str | None) -> dict[str, Any] | None:
+def _in_process(cfg: Any, batch: Path | None, trusted: str | None, batch_id: str | None, force: bool,
+                how: Orchestration) -> dict[str, Any]:
+    """The gate in this process, with the reports the flow writes too (the decision, record and alerts are the
+    gate's own either way)."""
+    from labelgate.gate import Hooks, run
+    from labelgate.reporting.report import write_gate_report
+
+    _quiet_loggers()
+    return run(cfg, None if batch is None else str(batch), trusted, batch_id=batch_id, force=force,
+               hooks=Hooks(publish=write_gate_report, orchestration=how))
+
+
+def _unrecorded(batch: Path | None, batch_id: str | None, reason: str, step: str) -> dict[str, Any]:
+    """The ERROR summary of a request refused before there is a store to record it in."""
+    return {"decision": "ERROR", "batch_id": batch_id or (batch.name.split(".")[0] if batch else "batch"),
+            "reasons": [reason], "error_step": step}
+
+
+def _stored_decision(cfg: Any, batch: Path | None, trusted: str | None, batch_id: str | None,
+                     how: Orchestration) -> dict[str, Any] | None:
     """The decision already taken for these inputs, recorded for this request (or None: then the gate runs)."""
     from labelgate.gate.audit import stored_decision
 
     try:
-        return stored_decision(cfg, batch, trusted, batch_id=batch_id)
+        return stored_decision(cfg, batch, trusted, batch_id=batch_id, orchestration=how)
     except Exception:  # no store yet, or a load problem: the full run reports (and records) it properly
         return None
 
@@ -169,7 +221,9 @@ def _quiet_loggers() -> None:
 
 def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
     """The ``--json`` object: decision, batch_id, reasons, coverage, metrics, report (+ run details), the flagged
-    raters with the rater policy's outcome (``raters``) and the rows each row selection left out (``selection``)."""
+    raters with the rater policy's outcome (``raters``), the rows each row selection left out (``selection``) and how
+    the request ran (``orchestration``: ``mode`` "in-process" or "prefect", ``reason``, ``api``, ``api_url``,
+    ``flow_run_id``; null for a request refused before it had a configuration)."""
     section = _raters(summary)
     if section is not None and section.get("with_flagged"):
         kept = dict(section["with_flagged"])
@@ -180,7 +234,15 @@ def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
             "raters": section, "selection": _selection(summary), "report": summary.get("report"),
             "run_id": summary.get("run_id"), "reused": summary.get("reused", False),
             "reused_from": summary.get("reused_from"), "inputs_digest": summary.get("inputs_digest"),
-            "alerts": summary.get("alerts", [])}
+            "orchestration": _orchestration(summary), "alerts": summary.get("alerts", [])}
+
+
+def _orchestration(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How the request of a summary ran (its record keeps it in ``validation``)."""
+    how = summary.get("orchestration")
+    if how is None and isinstance(summary.get("validation"), Mapping):
+        how = summary["validation"].get("orchestration")
+    return dict(how) if isinstance(how, Mapping) else None
 
 
 def _compact_metrics(metrics: Any) -> dict[str, Any]:
@@ -260,6 +322,8 @@ def gate_text(summary: dict[str, Any]) -> str:
              + ("  (stored decision reused; --force recomputes)" if summary.get("reused") else "")]
     run = f"  run: {summary.get('run_id')}"
     lines.append(run + (f" (the decision of run {summary['reused_from']})" if summary.get("reused_from") else ""))
+    if how := orchestration_text(_orchestration(summary)):
+        lines.append(f"  ran: {how}")
     for reason in summary.get("reasons") or []:
         lines.append(f"  reason: {safe(reason)}")
     section = _raters(summary)
@@ -304,14 +368,11 @@ def metrics(
     """The core metrics panel for one file (one or two pools)."""
     from labelgate.core.ratings import Ratings, ratings_by_pool
     from labelgate.metrics.panel import metrics_panel
-    from labelgate.pipeline.config import Columns, Source
-    from labelgate.pipeline.sources import load_table
 
     try:
         with _status("Computing agreement metrics", not as_json) as progress:
             progress("reading")
-            table = load_table(Source(path=str(path)), columns=Columns(item=item, rater=rater, label=label,
-                                                                         pool=pool))
+            table = read_table(path, item=item, rater=rater, label=label, pool=pool)
             progress("building Ratings")
             scale = cast("Level", level)  # validated by the core, which names the parameter
             if pool in table.columns and table[pool].nunique() >= 2:
@@ -334,6 +395,32 @@ def metrics(
             note = f"  ({d['reason']})" if d.get("reason") else ""
             typer.echo(f"  {name:<24} {num(d['value'])}  [{num(d['ci_low'])}, {num(d['ci_high'])}]"
                        f"  n_items={d['n_items']}{note}")
+
+
+def read_table(path: Path, *, item: str, rater: str, label: str, pool: str) -> Any:
+    """One long table from a CSV or Parquet file, by the gate's own reading rules
+    (:func:`labelgate.pipeline.sources.tables.load_table`: ids as strings, only empty cells missing, the header
+    checked before the file is parsed), on the core install: numpy, scipy, pandas and typer.
+
+    The gate's configuration models need the ``gate`` extra (pydantic, PyYAML), and the loader reads only these
+    attributes of them for a file given by path, so plain objects stand in for them here. A Parquet file needs
+    pyarrow: without it, one line names the extra that brings it.
+
+    Raises
+    ------
+    labelgate.extras.MissingExtraError
+        A Parquet file without pyarrow installed.
+    labelgate.errors.InputError
+        The loader's errors (missing file, unknown extension, a too wide header, an unreadable file).
+    """
+    from labelgate.extras import require_module
+    from labelgate.pipeline.sources.tables import load_table
+
+    if {".parquet", ".pq"} & {suffix.lower() for suffix in path.suffixes}:
+        require_module("pyarrow", f"reading the Parquet file {path.name}")
+    source = SimpleNamespace(format="auto", path=None)
+    columns = SimpleNamespace(item=item, rater=rater, label=label, pool=pool, question=None)
+    return load_table(cast("Any", source), path, columns=cast("Any", columns))
 
 
 # ---------------------------------------------------------------------------------------------- synth
@@ -394,20 +481,31 @@ def demo(
     n_items: Annotated[int, typer.Option(help="Items per batch.")] = 2000,
     n_boot: Annotated[int, typer.Option(min=2, max=MAX_N_BOOT, help="Bootstrap resamples.")] = 1000,
 ) -> None:
-    """Generate example data, gate a good and a bad batch, and print where the reports are."""
+    """Generate example data, gate a good batch in this process and a bad one as a Prefect flow, and print where the
+    reports are."""
+    from labelgate.extras import missing_modules, require
+
+    require("gate", "labelgate demo")
     out = out.resolve()
     config = out / "gate.yaml"
     out.mkdir(parents=True, exist_ok=True)
     config.write_text(DEMO_CONFIG.format(store=(out / "results.db").as_posix(), reports=(out / "reports").as_posix(),
                                          n_boot=n_boot), encoding="utf-8")
-    batches = {"good": "a crowd batch simulated from the trusted raters' process",
-               "contentment": "a crowd that agrees with itself but not with the trusted raters (xRR paper Fig. 5)"}
+    # both ways a gate runs: the same steps decide, record and report, and each batch says which way it ran
+    with_prefect = "never" if missing_modules("prefect") else "always"
+    batches = {"good": ("a crowd batch simulated from the trusted raters' process", "never"),
+               "contentment": ("a crowd that agrees with itself but not with the trusted raters (xRR paper Fig. 5)",
+                               with_prefect)}
     decisions = {}
-    for scenario, description in batches.items():
+    for scenario, (description, prefect) in batches.items():
         paths = write_synthetic(out / "data" / scenario, scenario, n_items, seed=7)
-        typer.echo(f"\n== {scenario}: {description}")
+        way = "in this process, without Prefect" if prefect == "never" else "as a Prefect flow"
+        typer.echo(f"\n== {scenario}: {description}; gated {way} (--prefect {prefect})")
+        if scenario != "good" and prefect == "never":
+            typer.echo("   (the 'prefect' extra is not installed: pip install 'labelgate[prefect]' to see this "
+                       "batch gated as a flow)")
         summary, _ = _run_gate(config, paths["batch"], paths["trusted"], f"demo-{scenario}", force=True,
-                               progress=True)
+                               progress=True, prefect=prefect)
         typer.echo(gate_text(summary))
         decisions[scenario] = summary.get("decision")
     typer.echo(f"\nresults store: {out / 'results.db'}\nconfig: {config}")
@@ -434,8 +532,19 @@ _register_plugins()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: every fault exits 3, an unexpected one too (one line, or its traceback with
+    ``--debug``); exit 1 means REJECT and nothing else."""
+    try:
+        app()
+    except Exception as exc:  # the commands' own faults are one-line errors already: this is anything else
+        if Debug.enabled:
+            import traceback
+
+            traceback.print_exc()
+        else:
+            typer.echo(f"error: {type(exc).__name__}: {first_line(exc)}", err=True)
+            typer.echo("hint: rerun with --debug for the traceback", err=True)
+        sys.exit(EXIT_CODES["ERROR"])
 
 
 if __name__ == "__main__":

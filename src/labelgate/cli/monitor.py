@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from labelgate.cli._output import fail, num, safe
+from labelgate.cli._group import PREFECT_HELP, PrefectMode
+from labelgate.cli._output import fail, num, orchestration_text, safe
 
 
 def register(app: typer.Typer) -> None:
@@ -25,8 +26,9 @@ def monitor_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the pass summary as one JSON object.")
     ] = False,
+    prefect: Annotated[PrefectMode, typer.Option("--prefect", help=PREFECT_HELP)] = PrefectMode.auto,
     no_prefect: Annotated[
-        bool, typer.Option("--no-prefect", help="Run the pass without the Prefect API.")
+        bool, typer.Option("--no-prefect", hidden=True, help="The same as --prefect never (kept for scripts).")
     ] = False,
     replay: Annotated[
         bool,
@@ -56,19 +58,48 @@ def monitor_command(
             for finding in findings:
                 typer.echo(("warning: " if finding["warn"] else "") + safe(finding["message"]))
         return
+    if no_prefect and prefect is PrefectMode.always:
+        raise typer.BadParameter("--no-prefect is --prefect never: it contradicts --prefect always",
+                                 param_hint="'--no-prefect'")
+    mode = PrefectMode.never if no_prefect else prefect
     try:
-        if no_prefect:
-            from labelgate.monitor.engine import run_pass
-
-            summary = run_pass(str(config), replay=replay)
-        else:
-            from labelgate.flows.monitor import monitor_flow
-
-            summary = monitor_flow(str(config), replay=replay)
+        summary = _run_pass(config, mode.value, replay)
+    except typer.Exit:
+        raise
     except Exception as exc:
-        hint = "check the configuration (monitor.source, store) and that the drop folder exists"
-        raise fail(exc, hint) from None
+        raise fail(exc, "check the configuration (monitor.source, store) and that the drop folder exists") from None
     typer.echo(json.dumps(summary, default=str) if as_json else pass_text(summary))
+
+
+def _run_pass(config: Path, prefect: str, replay: bool) -> dict[str, Any]:
+    """One pass in this process or as the monitor flow (:func:`labelgate.flows.api.choose`); the summary says which
+    (``orchestration``)."""
+    from labelgate.extras import require
+
+    require("gate", "labelgate monitor")
+    from labelgate.flows.api import choose
+    from labelgate.pipeline.config import as_monitor_config
+    from labelgate.pipeline.preflight import check_extras
+
+    check_extras(as_monitor_config(str(config)))  # alert channels, dask, Label Studio: their extras, before the pass
+
+    how = choose(prefect, feature="labelgate monitor")
+    if how.mode == "in-process":
+        from labelgate.monitor.engine import run_pass
+
+        summary = run_pass(str(config), replay=replay)
+    else:
+        from labelgate.flows.api import require_api
+        from labelgate.flows.monitor import monitor_flow
+
+        try:
+            require_api("the pass did not run")
+        except Exception as exc:
+            raise fail(exc, "check PREFECT_API_URL and that the Prefect server runs, or run the pass without "
+                            "Prefect: --prefect never") from None
+        summary = monitor_flow(str(config), replay=replay)
+    summary.setdefault("orchestration", how.to_dict())
+    return summary
 
 
 def history_command(
@@ -109,6 +140,8 @@ def pass_text(summary: dict[str, Any]) -> str:
         f"monitor {summary.get('monitor')}: pass {summary.get('pass_id')}  {summary.get('n_new')} new "
         f"judgement(s){invalid}"
     ]
+    if how := orchestration_text(summary.get("orchestration")):
+        lines.append(f"  ran: {how}")
     for d in summary.get("deliveries") or []:
         lines.append(
             f"  delivery {d['delivery_id']}: {d['status']}, {d['n_new']} new, {d['n_already']} already "

@@ -45,6 +45,9 @@ def serve_command(
     watch: Annotated[str | None, typer.Option("--watch", help="The drop folder (overrides serve.watch).")] = None,
 ) -> None:
     """Gate batches as they arrive: files dropped in a folder, and `labelgate.batch.ready` Prefect events."""
+    from labelgate.extras import require
+
+    require("prefect", "labelgate serve")  # before anything starts: one line naming the extra, not a traceback
     _log_to_stderr()
     log = logging.getLogger("labelgate.serve")
     try:
@@ -93,7 +96,10 @@ def _start(config: Path, trusted: Path | None, watch: str | None, log: logging.L
         log.info("events: off (%s)", "serve.events is false" if not settings.events else "PREFECT_API_URL is not set")
     folder = None
     if settings.watch:
-        hooks = Hooks(publish=write_gate_report, logger=logging.getLogger("labelgate.gate"))
+        from labelgate.gate.audit import Orchestration
+
+        served = Orchestration("in-process", "labelgate serve: a file of its drop folder, in the serving process")
+        hooks = Hooks(publish=write_gate_report, logger=logging.getLogger("labelgate.gate"), orchestration=served)
         folder = DropFolder(cfg, settings, trusted=trusted, hooks=hooks, on_decision=on_decision)
         rule = "a .ready marker" if settings.ready_marker else f"{settings.settle_seconds:g} s unmodified"
         log.info("watching %s (%s, arrival: %s, ledger %s)", settings.watch, settings.pattern, rule, settings.state)
@@ -267,6 +273,9 @@ def submit_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the decided event's payload as JSON.")] = False,
 ) -> None:
     """Hand one batch to a running `labelgate serve` and wait for its decision (exit code as `gate`)."""
+    from labelgate.extras import require
+
+    require("prefect", "labelgate submit")  # the batch goes to the server as a Prefect event
     try:
         payload = submit_and_wait(batch, batch_id=batch_id, timeout=timeout)
     except Exception as exc:

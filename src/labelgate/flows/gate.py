@@ -13,6 +13,7 @@ Final states (what a Prefect automation can match):
 
 Every decision is also announced as the Prefect event ``labelgate.gate.decided`` (:func:`emit_decided`) when a
 Prefect API is configured. :func:`run_gate_flow` runs :func:`gate_flow` and returns the summary whatever the state.
+The record of a run says it ran as this flow run (its ``orchestration``: the API and the flow run's id).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
 from labelgate.errors import Reason
+from labelgate.flows.api import flow_orchestration
 from labelgate.flows.markdown import markdown_text
 from labelgate.gate import measure as measure_step
 from labelgate.gate import runner
@@ -68,7 +70,7 @@ def _hooks() -> runner.Hooks:
         return measure_task(config, frame, categories, out)
 
     return runner.Hooks(step=_step, measure=measure, publish=_publish, on_summary=_artifacts,
-                        logger=get_run_logger())
+                        logger=get_run_logger(), orchestration=flow_orchestration())
 
 
 # Great Expectations' file contexts are not thread-safe (concurrent runs in threads of one process failed in
@@ -191,7 +193,8 @@ def summary_of_state(state: State) -> dict[str, Any]:
 def gate_batch_task(config: str | dict[str, Any] | GateConfig, batch: str | None = None, trusted: str | None = None,
                     batch_id: str | None = None, force: bool = False) -> dict[str, Any]:
     """One batch of a backlog, gated like :func:`gate_flow` (its steps run in this task, in turn)."""
-    hooks = runner.Hooks(measure=measure_serially, publish=_publish, on_summary=_artifacts, logger=get_run_logger())
+    hooks = runner.Hooks(measure=measure_serially, publish=_publish, on_summary=_artifacts, logger=get_run_logger(),
+                         orchestration=flow_orchestration("a batch of a Prefect backlog flow run"))
     summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=hooks)
     emit_decided(summary)
     return summary
@@ -218,7 +221,8 @@ def gate_backlog_flow(config: str | dict[str, Any] | GateConfig, batches: Sequen
     try:
         task_runner = dask_task_runner(cfg)
     except ConfigError as exc:
-        return [runner.failed_batch(cfg, job, exc, "runner", _publish) for job in jobs]
+        how = flow_orchestration("a batch of a Prefect backlog flow run")
+        return [runner.failed_batch(cfg, job, exc, "runner", _publish, how) for job in jobs]
     return _backlog_on_runner.with_options(task_runner=task_runner)(cfg, jobs, force)
 
 
@@ -230,7 +234,8 @@ def _backlog_on_runner(cfg: GateConfig, jobs: list[dict[str, Any]], force: bool)
         try:
             summaries.append(future.result())
         except Exception as exc:  # the task itself fails closed; this is the worker or the transport failing
-            summaries.append(runner.failed_batch(cfg, job, exc, "runner", _publish))
+            how = flow_orchestration("a batch of a Prefect backlog flow run")
+            summaries.append(runner.failed_batch(cfg, job, exc, "runner", _publish, how))
     return summaries
 
 

@@ -25,6 +25,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from labelgate.flows.api import flow_orchestration
 from labelgate.flows.markdown import markdown_text
 from labelgate.monitor.engine import Monitor
 from labelgate.pipeline.sources.deliveries import Delivery
@@ -61,6 +62,11 @@ def monitor_flow(config: str | dict[str, Any], replay: bool = False) -> dict[str
         The monitor configuration (YAML path, or the parsed mapping).
     replay : bool, default False
         Measure every window again from the stored judgements (no alert is sent twice).
+
+    Returns
+    -------
+    dict
+        The pass summary, with ``orchestration``: this flow run and the API it reports to.
     """
     logger = get_run_logger()
     monitor = Monitor(config)
@@ -83,6 +89,7 @@ def monitor_flow(config: str | dict[str, Any], replay: bool = False) -> dict[str
         sum(q.get("windows", 0) for q in summary["questions"].values()),
     )
     _artifacts(summary)
+    summary["orchestration"] = flow_orchestration().to_dict()
     return summary
 
 

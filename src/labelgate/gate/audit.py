@@ -1,4 +1,5 @@
-"""The gate's audit log seen from the gate: serving a decision already taken for the same inputs, and reading the log.
+"""The gate's audit log seen from the gate: serving a decision already taken for the same inputs, reading the log, and
+how a request ran (in-process or as a Prefect flow run: :class:`Orchestration`).
 
 Light on purpose (no validation, GX or Prefect): the CLI answers a request whose inputs were decided before from
 here, before anything heavy starts, and ``labelgate runs`` reads the log from here.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,58 @@ from labelgate.pipeline import sources
 from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
 from labelgate.pipeline.migrations import SCHEMA_VERSION
 from labelgate.pipeline.store import GateRecord, ResultsStore, inputs_digest, record_summary
+
+#: The key of a record's ``validation`` JSON that says how its request ran. The audit log has no column for it, so
+#: the store's schema stays as it is; ``validation`` already holds a finding that is not a table (the rater policy's).
+ORCHESTRATION_KEY = "orchestration"
+
+
+@dataclass(frozen=True)
+class Orchestration:
+    """How one request ran, as its record, the run summary and ``labelgate gate --json`` say it.
+
+    Attributes
+    ----------
+    mode : {"in-process", "prefect"}
+        In the requesting process without Prefect, or as a Prefect flow run.
+    reason : str
+        Why it ran that way ("no Prefect API is named", "--prefect never", ...).
+    api : {"server", "cloud", "ephemeral"} or None
+        The Prefect API the flow run reported to: a named server, Prefect Cloud, or Prefect's temporary local API.
+    api_url : str or None
+        The named API's URL, without credentials.
+    flow_run_id : str or None
+        The Prefect flow run.
+
+    Examples
+    --------
+    >>> Orchestration("in-process", "--prefect never").to_dict()["mode"]
+    'in-process'
+    """
+
+    mode: str
+    reason: str = ""
+    api: str | None = None
+    api_url: str | None = None
+    flow_run_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form kept in the record."""
+        return asdict(self)
+
+
+#: A run through the Python API (``labelgate.gate.run`` without an orchestrator's hooks).
+IN_PROCESS = Orchestration("in-process", "labelgate.gate.run, without Prefect")
+
+
+def orchestration_of(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How the request of a run summary or record ran (None for records written before it was recorded)."""
+    direct = summary.get(ORCHESTRATION_KEY)
+    if isinstance(direct, Mapping):
+        return dict(direct)
+    validation = summary.get("validation")
+    stored = validation.get(ORCHESTRATION_KEY) if isinstance(validation, Mapping) else None
+    return dict(stored) if isinstance(stored, Mapping) else None
 
 
 def as_config(config: Any) -> GateConfig:
@@ -46,21 +100,26 @@ def digest_of(cfg: GateConfig, crowd: Any, trusted: Any) -> tuple[str, str, str]
 
 
 def reuse(store: ResultsStore, previous: GateRecord, batch_id: str, run_id: str | None = None,
-          started: datetime | None = None) -> GateRecord:
-    """Record that ``batch_id`` received the decision of ``previous`` (same inputs), without recomputing it."""
+          started: datetime | None = None, orchestration: Orchestration | None = None) -> GateRecord:
+    """Record that ``batch_id`` received the decision of ``previous`` (same inputs), without recomputing it; the record
+    says how this request ran (``orchestration``), never how the earlier one did."""
+    validation = {k: v for k, v in previous.validation.items() if k != ORCHESTRATION_KEY}
+    if orchestration is not None:
+        validation[ORCHESTRATION_KEY] = orchestration.to_dict()
     record = GateRecord(batch_id=batch_id, batch_hash=previous.batch_hash, trusted_hash=previous.trusted_hash,
                         config_hash=previous.config_hash, inputs_digest=previous.inputs_digest,
                         decision=previous.decision, reasons=previous.reasons, metrics=previous.metrics,
-                        coverage=previous.coverage, validation=previous.validation, reports=previous.reports,
+                        coverage=previous.coverage, validation=validation, reports=previous.reports,
                         reused_from=previous.run_id, run_id=run_id or str(uuid.uuid4()),
                         created_at=started or datetime.now(UTC), finished_at=datetime.now(UTC))
     return store.append(record)
 
 
 def stored_decision(config: Any, batch: str | Path | None, trusted: str | Path | None = None, *,
-                    batch_id: str | None = None) -> dict[str, Any] | None:
-    """The summary of a request whose inputs were decided before — recorded for ``batch_id``, its owed alerts sent —
-    or None when they were not (then the gate must run). Never creates or migrates the store.
+                    batch_id: str | None = None, orchestration: Orchestration | None = None) -> dict[str, Any] | None:
+    """The summary of a request whose inputs were decided before — recorded for ``batch_id`` (with how this request
+    ran, ``orchestration``), its owed alerts sent — or None when they were not (then the gate must run). Never creates
+    or migrates the store.
 
     Raises whatever loading the inputs raises; the caller decides whether that is an answer or a reason to run.
     """
@@ -75,8 +134,9 @@ def stored_decision(config: Any, batch: str | Path | None, trusted: str | Path |
     if previous is None:
         return None
     name = batch_id or default_batch_id(None if batch is None else str(batch))
-    summary = record_summary(reuse(store, previous, name))
+    summary = record_summary(reuse(store, previous, name, orchestration=orchestration))
     summary["alerts"] = alerting.alert_run(store, cfg, summary)
+    summary[ORCHESTRATION_KEY] = orchestration_of(summary)
     return summary
 
 

@@ -13,7 +13,10 @@ reachable), reported and alerted. An alert delivery failure is recorded on the r
 
 Orchestrators add to a run, never change its logic, through :class:`Hooks`: the Prefect flows
 (:mod:`labelgate.flows.gate`) run each step as a Prefect task, write Prefect artifacts and fan questions out on Dask;
-the CLI and the flows pass the HTML report writer (reporting is a layer above the gate).
+the CLI and the flows pass the HTML report writer (reporting is a layer above the gate). ``labelgate gate`` without a
+Prefect API runs here with the report writer only: the decision, the record, the report and the alerts are the same
+either way, and the record says which way the request ran (:class:`~labelgate.gate.audit.Orchestration`, in the
+record's ``validation``; the summary's ``orchestration``).
 
 Every request appends one record to the audit log (:mod:`labelgate.pipeline.store`), keyed by the digest of all its
 inputs: a request whose inputs were decided before receives that decision in a record of its own, without
@@ -40,7 +43,16 @@ import pandas as pd
 from labelgate.gate import alerting, raters, steps
 from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
-from labelgate.gate.audit import as_config, default_batch_id, digest_of, reuse
+from labelgate.gate.audit import (
+    IN_PROCESS,
+    ORCHESTRATION_KEY,
+    Orchestration,
+    as_config,
+    default_batch_id,
+    digest_of,
+    orchestration_of,
+    reuse,
+)
 from labelgate.gate.decision import GateDecision
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
@@ -48,7 +60,6 @@ from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, t
 
 T = TypeVar("T")
 LOGGER = logging.getLogger("labelgate.gate")
-
 
 
 def _direct(name: str, func: Callable[..., T], *args: Any) -> T:
@@ -73,6 +84,8 @@ class Hooks:
     on_summary : callable ``(summary) -> None``, optional
         Called with the published summary before it is stored (the flow's Prefect artifacts).
     logger : logging.Logger
+    orchestration : Orchestration
+        How the request runs, for its record (default: in-process, through the Python API).
     """
 
     step: Callable[..., Any] = _direct
@@ -80,6 +93,7 @@ class Hooks:
     publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None
     on_summary: Callable[[dict[str, Any]], None] | None = None
     logger: Any = field(default=LOGGER)
+    orchestration: Orchestration = IN_PROCESS
 
 
 def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path | None = None,
@@ -111,13 +125,15 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
         ``decision`` (ACCEPT / REJECT / REVIEW / ERROR), ``batch_id``, ``reasons``, ``warnings``, ``coverage``,
         ``metrics``, ``validation``, ``raters`` (the flagged raters and the rater policy's outcome, see
         :mod:`labelgate.gate.raters`; None on ERROR), ``reports``, ``report``, ``alerts``, ``run_id``, ``reused`` (and
-        ``reused_from``: the run whose decision was served), ``inputs_digest`` and the hashes; ``error_step`` on
-        ERROR. Never raises for a failure of the gate itself: that is an ERROR decision.
+        ``reused_from``: the run whose decision was served), ``inputs_digest`` and the hashes, ``orchestration``
+        (how the request ran, :class:`~labelgate.gate.audit.Orchestration`); ``error_step`` on ERROR. Never raises
+        for a failure of the gate itself: that is an ERROR decision.
     """
     hooks = hooks or Hooks()
     started = datetime.now(UTC)
     timing: dict[str, float] = {}
     state = new_state(batch_id, None if batch is None else str(batch))
+    state["orchestration"] = hooks.orchestration
     with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
         state["locks"] = locks
         try:
@@ -126,6 +142,7 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
             hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
             summary = error_summary(state, exc, started, timing, hooks.publish)
     summary.setdefault("raters", None)
+    summary[ORCHESTRATION_KEY] = orchestration_of(summary)
     summary["alerts"] = alerting.alert_run(state["store"], state["cfg"], summary, hooks.logger)
     hooks.logger.info("decision %s for batch %s", summary["decision"], summary["batch_id"])
     return summary
@@ -134,7 +151,8 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
 def new_state(batch_id: str | None, batch: str | None) -> dict[str, Any]:
     """What a run knows so far (its ERROR record is built from this)."""
     return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "run_id": str(uuid.uuid4()),
-            "batch_hash": None, "trusted_hash": None, "config_hash": None, "store": None, "cfg": None, "locks": None}
+            "batch_hash": None, "trusted_hash": None, "config_hash": None, "store": None, "cfg": None, "locks": None,
+            "orchestration": None}
 
 
 def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, Any], timing: dict[str, float],
@@ -162,7 +180,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     if previous is not None:
         hooks.logger.info("these inputs were decided by run %s: recording its decision for batch %s",
                           previous.run_id, state["batch_id"])
-        reused = with_raters(record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started)))
+        reused = with_raters(record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started,
+                                                  hooks.orchestration)))
         return _write_back(cfg, batch, crowd, reused, hooks)
     out = steps.run_directory(cfg, state["batch_id"], state["run_id"])
     if not isinstance(crowd, pd.DataFrame):  # the batch stays in its database (a SQL source with aggregate: true)
@@ -197,7 +216,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
                         trusted_hash=state["trusted_hash"], run_id=state["run_id"],
                         decision=decision.decision, reasons=decision.reasons, metrics=metrics,
                         coverage=decided.coverage,
-                        validation={**prepared.summary, raters.RECORD_KEY: decided.raters},
+                        validation={**prepared.summary, raters.RECORD_KEY: decided.raters,
+                                    ORCHESTRATION_KEY: hooks.orchestration.to_dict()},
                         timing=timing, created_at=started,
                         reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
                                  **decided.reports, "data_docs": measured.data_docs})
@@ -312,6 +332,8 @@ def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, 
     """
     record = steps.error_record(state["batch_id"], state["batch_hash"], state["config_hash"], state["step"], exc)
     record.run_id, record.trusted_hash = state["run_id"], state["trusted_hash"]
+    if state.get("orchestration") is not None:
+        record.validation[ORCHESTRATION_KEY] = state["orchestration"].to_dict()
     record.created_at, record.timing, record.finished_at = started, timing, datetime.now(UTC)
     cfg: GateConfig | None = state["cfg"]
     try:
@@ -329,14 +351,17 @@ def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, 
         record.reasons.append(f"the ERROR record could not be stored: {steps.describe_error(store_error)}")
     summary = record_summary(record)
     summary["error_step"] = state["step"]
+    summary[ORCHESTRATION_KEY] = orchestration_of(summary)
     return summary
 
 
 def failed_batch(cfg: GateConfig, job: Mapping[str, Any], exc: BaseException, step: str,
-                 publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None) -> dict[str, Any]:
-    """The ERROR summary of a backlog batch whose run could not even start (its worker or transport failed)."""
+                 publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None,
+                 orchestration: Orchestration | None = None) -> dict[str, Any]:
+    """The ERROR summary of a batch whose run could not even start (its worker, its transport or the Prefect API
+    failed); ``orchestration`` is how the request was to run."""
     state = new_state(job.get("batch_id"), job.get("batch"))
-    state.update(cfg=cfg, config_hash=cfg.digest(), step=step)
+    state.update(cfg=cfg, config_hash=cfg.digest(), step=step, orchestration=orchestration)
     try:
         state["store"] = ResultsStore.from_config(cfg.store)
     except Exception:  # the ERROR summary is still returned
