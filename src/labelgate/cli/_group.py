@@ -86,7 +86,7 @@ class LabelGateGroup(TyperGroup):
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
-        if command is not None:  # messages name the command being run ("labelgate gate: the 'gate' extra is not installed")
+        if command is not None:  # messages name the command ("labelgate gate: the 'gate' extra is not installed")
             Debug.command = f"{ctx.command_path} {command.name}"
         return name, command, rest
 

@@ -42,6 +42,11 @@ KeyArray = npt.NDArray[np.uint64]
 #: Arrow string types and the bytes of one offset.
 STRING_TYPES = {"string": 4, "utf8": 4, "large_string": 8, "large_utf8": 8}
 
+#: The storages of pandas' ``StringDtype`` that hold an Arrow array: "pyarrow" (and, from pandas 3 on, the default
+#: "str"); pandas 2.2 names its Arrow strings with NaN for missing, the forerunner of pandas 3's "str",
+#: "pyarrow_numpy".
+_ARROW_STORAGES = ("pyarrow", "pyarrow_numpy")
+
 #: Up to this many distinct values in the head, a wide column is coded by a binary search among them.
 FEW_VALUES = 64
 
@@ -87,7 +92,8 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: multiply, keep the
 def arrow_strings(column: Any) -> Any:
     """The Arrow (large) string array behind ``column`` (pyarrow, or pandas with Arrow storage), else None."""
     dtype = getattr(column, "dtype", None)
-    if getattr(dtype, "storage", None) == "pyarrow" or hasattr(dtype, "pyarrow_dtype"):
+    # pandas < 3 names its Arrow strings with NaN for missing (pandas 3's "str") storage "pyarrow_numpy"
+    if getattr(dtype, "storage", None) in _ARROW_STORAGES or hasattr(dtype, "pyarrow_dtype"):
         to_arrow = getattr(getattr(column, "array", None), "__arrow_array__", None)
         array = to_arrow() if to_arrow is not None else None
     elif hasattr(column, "buffers") or hasattr(column, "chunks"):

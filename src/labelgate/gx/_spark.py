@@ -220,13 +220,13 @@ def _no_rater_sums() -> DesignError:
 
 
 def _pyspark_version() -> str:
-    """The installed pyspark's version, or ``"(not installed)"``."""
+    """The installed pyspark's version, or ``"(none)"``: one word either way, read as "pyspark <version>"."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("pyspark")
-    except PackageNotFoundError:
-        return "(not installed)"
+    except PackageNotFoundError:  # a DataFrame that is not pyspark's (no pyspark installed at all)
+        return "(none)"
 
 
 # ------------------------------------------------------------------ GX provider glue

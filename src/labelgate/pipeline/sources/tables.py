@@ -32,6 +32,10 @@ _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet",
 _COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")
 TABLE_SUFFIXES = (*_SUFFIXES, *_COMPRESSION)
 
+# pandas 3's "str" keeps a missing value missing (NaN); pandas < 3 reads "str" as numpy's str, which writes a
+# missing value as the text 'None' or 'nan' (an id or label nobody gave). Detected once, not by version number.
+_STR_KEEPS_MISSING = bool(pd.Series([None], dtype=object).astype("str").isna().all())
+
 
 def load_table(source: Source, path: str | Path | None = None, *, columns: Columns | None = None,
                role: str = "input") -> pd.DataFrame:
@@ -159,7 +163,18 @@ def as_str(column: pd.Series) -> pd.Series:
         if len(finite) and np.all(np.isfinite(finite)) and np.all(finite == np.floor(finite)):
             values = values.astype("Int64")
     out = values.astype(object).where(values.notna(), None)
-    return out.map(lambda v: v if v is None else str(v)).astype("str")
+    return text_column(out.map(lambda v: v if v is None else str(v)))
+
+
+def text_column(column: pd.Series) -> pd.Series:
+    """``column`` as pandas' strings, missing values kept missing (NaN).
+
+    pandas' ``"str"`` type from pandas 3 on; on pandas < 3 (whose ``"str"`` writes a missing value as text) an
+    object column of Python strings with NaN where a value is missing.
+    """
+    if _STR_KEEPS_MISSING:
+        return column.astype("str")
+    return column.astype(str).where(column.notna(), np.nan)
 
 
 def content_hash(df: pd.DataFrame) -> str:
@@ -199,4 +214,4 @@ def _hashable_column(column: pd.Series) -> pd.Series:
     # Timestamps are hashed natively: formatting them as text costs ~10 us per cell.
     if pd.api.types.is_datetime64_any_dtype(column):
         return column
-    return column.astype("str").fillna("\x00")
+    return text_column(column).fillna("\x00")
