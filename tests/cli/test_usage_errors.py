@@ -89,19 +89,20 @@ def test_help_exits_0_and_shows_flags_without_a_value(project):
 
 @pytest.mark.parametrize(("args", "needle", "hint"), [
     (["gate", "--batch", "x.csv"], "Missing option '--config'", "labelgate gate --help"),
-    (["gate", "--config", "gate.yaml", "--bogus"], "No such option: --bogus", "labelgate gate --help"),
+    (["gate", "--config", "gate.yaml", "--bogus"], "No such option:? '?--bogus", "labelgate gate --help"),
     (["gate", "--config", "gate.yaml", "--prefect", "bogus"], "'bogus' is not one of", "labelgate gate --help"),
     (["metrics"], "Missing argument", "labelgate metrics --help"),
     (["metrics", "both.csv", "--n-boot", "1"], "--n-boot", "labelgate metrics --help"),
     (["no-such-command"], "No such command", "labelgate --help"),
     (["alerts", "resend"], "No such command", "labelgate alerts --help"),
-    (["--bogus", "gate"], "No such option: --bogus", "labelgate --help"),
+    (["--bogus", "gate"], "No such option:? '?--bogus", "labelgate --help"),
 ])
 def test_a_usage_error_is_a_fault(project, args, needle, hint):
     result, stdout, stderr = cli(*args, cwd=project)
     assert result["code"] == 3, stderr
     error, said = one_error(stderr)
-    assert needle in error and hint in said
+    # a regular expression: click's own and typer's vendored click word "no such option" differently
+    assert re.search(needle, error) and hint in said, error
     assert stdout == ""
 
 

@@ -144,7 +144,7 @@ def project(api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[s
     # every imported annotation listed by the API before a test reads the project (under load, a first pass once
     # found no annotation right after the import)
     imported = sum(len(t["annotations"]) for t in tasks)
-    wait_for(lambda: len(annotations(api, pid)) == imported, timeout=120, interval=0.5,
+    wait_for(lambda: len(annotations(api, pid)) == imported, timeout=300, interval=0.5,
              what="the imported annotations listed by the API")
     ids = [t["id"] for t in api.call("GET", "/api/tasks", 200, params={"project": pid, "page_size": 100,
                                                                        "fields": "task_only"})["tasks"]]
