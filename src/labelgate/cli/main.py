@@ -194,9 +194,7 @@ def _in_process(cfg: Any, batch: Path | None, trusted: str | None, batch_id: str
 
 def _unrecorded(batch: Path | None, batch_id: str | None, reason: str, step: str) -> dict[str, Any]:
     """The ERROR summary of a request refused before there is a store to record it in."""
-    from labelgate.pipeline.sources.tables import batch_id_of  # the one rule for a default batch id
-
-    return {"decision": "ERROR", "batch_id": batch_id or batch_id_of(batch),
+    return {"decision": "ERROR", "batch_id": batch_id or (batch.name.split(".")[0] if batch else "batch"),
             "reasons": [reason], "error_step": step}
 
 
