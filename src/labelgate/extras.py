@@ -83,8 +83,7 @@ def require(extra: str, feature: str) -> None:
         raise ValueError(f"unknown extra {extra!r}")
     missing = missing_modules(extra)
     if missing:
-        raise MissingExtraError(f"{feature}: the '{extra}' extra is not installed (missing: {', '.join(missing)})",
-                                extra=extra, missing=missing)
+        raise _not_installed(feature, extra, missing)
 
 
 def require_module(name: str, feature: str) -> None:
@@ -115,6 +114,11 @@ def as_missing_extra(error: BaseException, feature: str) -> MissingExtraError | 
     if isinstance(error, ModuleNotFoundError):
         extra = extra_for_module(error.name)
         if extra is not None:
-            return MissingExtraError(f"{feature}: the '{extra}' extra is not installed (missing: {error.name})",
-                                     extra=extra, missing=[str(error.name)])
+            return _not_installed(feature, extra, [str(error.name)])
     return None
+
+
+def _not_installed(feature: str, extra: str, missing: list[str]) -> MissingExtraError:
+    """The one wording of an extra that is not installed (the command line prints it as ``error: …``)."""
+    return MissingExtraError(f"{feature}: the '{extra}' extra is not installed (missing: {', '.join(missing)})",
+                             extra=extra, missing=missing)

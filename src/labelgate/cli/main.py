@@ -142,8 +142,8 @@ def _run_gate(config: Path, batch: Path | None, trusted: Path | None, batch_id: 
     except MissingExtraError as exc:  # the configuration asks for a feature whose extra is missing: recorded ERROR
         from labelgate.gate.runner import failed_batch
 
-        job = {"batch": None if batch is None else str(batch), "trusted": trusted_path, "batch_id": batch_id}
         refused = Orchestration("in-process", "the configuration needs an extra that is not installed")
+        job = _job(batch, trusted_path, batch_id)
         return failed_batch(cfg, job, exc, "setup", orchestration=refused), (exc, exc.hint)
     except LabelGateError as exc:  # the gate records this ERROR (with its report) itself, without Prefect or GX
         refused = Orchestration("in-process", "the inputs were refused before the run")
@@ -175,8 +175,7 @@ def _run_gate(config: Path, batch: Path | None, trusted: Path | None, batch_id: 
         except Exception as exc:  # an orchestration fault is an ERROR, recorded, never a quality verdict
             from labelgate.gate.runner import failed_batch
 
-            job = {"batch": None if batch is None else str(batch), "trusted": trusted_path, "batch_id": batch_id}
-            return failed_batch(cfg, job, exc, "prefect", orchestration=how), (
+            return failed_batch(cfg, _job(batch, trusted_path, batch_id), exc, "prefect", orchestration=how), (
                 exc, "check PREFECT_API_URL and that the Prefect server runs, or gate without Prefect: --prefect never")
 
 
@@ -190,6 +189,11 @@ def _in_process(cfg: Any, batch: Path | None, trusted: str | None, batch_id: str
     _quiet_loggers()
     return run(cfg, None if batch is None else str(batch), trusted, batch_id=batch_id, force=force,
                hooks=Hooks(publish=write_gate_report, orchestration=how))
+
+
+def _job(batch: Path | None, trusted: str | None, batch_id: str | None) -> dict[str, Any]:
+    """The request as the gate runner's ``failed_batch`` records it."""
+    return {"batch": None if batch is None else str(batch), "trusted": trusted, "batch_id": batch_id}
 
 
 def _unrecorded(batch: Path | None, batch_id: str | None, reason: str, step: str) -> dict[str, Any]:
