@@ -80,10 +80,14 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
     if not isinstance(x, Ratings) or not isinstance(y, Ratings):
         raise ParameterError(f"{function} takes two Ratings (one per replication); got "
                              f"{type(x).__name__} and {type(y).__name__}.", parameter="x")
-    if (x.level, getattr(x, "set_distance", None)) != (y.level, getattr(y, "set_distance", None)):
-        raise InputError(f"{function}: the two replications are measured differently ({_scale(x)} vs "
-                         f"{_scale(y)}); build both with the same level (and set distance).",
-                         Reason.INCOMPATIBLE_RATINGS)
+    if isinstance(x, SetRatings) or isinstance(y, SetRatings):  # before on_one_index, which copies by x's type
+        if x.level != y.level:
+            raise InputError(f"The two replications have different levels ({x.level!r} vs {y.level!r}).",
+                             Reason.INCOMPATIBLE_RATINGS)
+        if getattr(x, "set_distance", None) != getattr(y, "set_distance", None):
+            raise InputError(f"{function}: the two replications compare label sets by different distances "
+                             f"({_scale(x)} vs {_scale(y)}); build both with the same distance.",
+                             Reason.INCOMPATIBLE_RATINGS)
     x, y = common_categories(*on_one_index(x, y))  # separately built: put on one item index once (cached)
     cx, cy = align_items(x, y)
     if cx.size == 0:
