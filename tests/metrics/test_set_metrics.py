@@ -165,3 +165,32 @@ def test_all_raters_giving_the_same_sets_give_alpha_one():
     rows = [(i, r, frozenset({"a", "b"} if i % 2 else set())) for i in range(10) for r in ("u", "v", "w")]
     r = lg.Ratings.from_long(as_table(rows), level="set", distance="masi")
     assert lg.krippendorff_alpha(r).value == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("distance", ["jaccard", "masi"])
+def test_spa_gives_each_pair_the_credit_one_minus_the_distance(distance):
+    rows = random_sets(11)
+    d = distance_of(distance)
+    r = lg.Ratings.from_long(as_table(rows), level="set", distance=distance)
+    units = [v for v in by_item(rows).values() if len(v) >= 2]
+    agree = [np.mean([1.0 - d(u[a], u[b]) for a in range(len(u)) for b in range(len(u)) if a != b]) for u in units]
+    weights = [len(u) - 1 for u in units]
+    assert lg.spa(r).value == pytest.approx(np.average(agree, weights=weights), abs=1e-12)
+    assert lg.spa(r, "flat").value == pytest.approx(np.mean(agree), abs=1e-12)
+
+
+@pytest.mark.parametrize("distance", ["jaccard", "masi"])
+def test_each_raters_kappa_against_the_trusted_pool_is_kappa_x_of_their_judgements(distance):
+    from labelgate.metrics.diagnostics import rater_diagnostics
+
+    crowd_rows, trusted_rows = random_sets(21, n_items=60), random_sets(22, n_items=60)
+    crowd = lg.Ratings.from_long(as_table(crowd_rows), level="set", distance=distance)
+    trusted = lg.Ratings.from_long(as_table(trusted_rows), level="set", distance=distance)
+    rows = rater_diagnostics(crowd, trusted, ci=None)
+    assert rows
+    for row in rows:
+        mine = [r for r in crowd_rows if r[1] == row["rater_id"]]
+        if not any(s is not None for *_, s in mine):
+            continue
+        kappa, _ = cross_kappa_oracle(mine, trusted_rows, distance_of(distance))
+        assert row["kappa_vs_trusted"] == pytest.approx(kappa, abs=1e-9)
