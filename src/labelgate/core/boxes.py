@@ -138,9 +138,8 @@ def group_boxes(box_item: IntArray, box_rater: IntArray, geometry: FloatArray, t
     component = _components(n, first, second)
     # a component where a rater has two boxes is merged pair by pair; elsewhere every merge is allowed
     n_raters = int(box_rater.max()) + 1 if n else 1
-    key, count = np.unique(component * n_raters + box_rater, return_counts=True)
-    crowded = np.zeros(n, dtype=bool)
-    crowded[(key // n_raters)[count > 1]] = True
+    count = np.bincount(component * n_raters + box_rater, minlength=n * n_raters)  # boxes per (component, rater)
+    crowded = (count.reshape(n, n_raters) > 1).any(axis=1)
     hard = crowded[component[first]]
     if not crowded.any():
         return component
@@ -225,9 +224,12 @@ def read_boxes(data: Any, names: BoxColumns, iou: float, function: str) -> BoxOb
     rows = rows[np.argsort(row_item[rows], kind="stable")]  # boxes by image, in row order within it
     obj = group_boxes(row_item[rows], row_rater[rows], geometry[rows], float(iou))
     # objects numbered by image, then by their first row: the box positions are in that order already
-    roots, object_code = np.unique(obj, return_inverse=True)
+    is_root = np.zeros(rows.size, dtype=bool)
+    is_root[obj] = True  # an object is named by the position of its first box
+    roots = np.flatnonzero(is_root)
+    object_code = np.cumsum(is_root) - 1
     row_object = np.full(row_item.size, -1, dtype=np.int64)
-    row_object[rows] = object_code.ravel()
+    row_object[rows] = object_code[obj]
     return BoxObjects(items, raters, row_item, row_rater, drawn, row_object, row_item[rows][roots], label_code,
                       labels, geometry)
 
