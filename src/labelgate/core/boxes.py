@@ -34,7 +34,7 @@ from labelgate.core.column import Column, python_scalar
 from labelgate.core.columns import factorize
 from labelgate.core.index import LabelIndex
 from labelgate.core.ratings import MULTI_LABEL, FloatArray, IntArray, Ratings
-from labelgate.core.spans import _numbers, sorted_labels
+from labelgate.core.spans import float_column, sorted_labels
 from labelgate.errors import InputError, ParameterError, Reason
 
 NONE = "none"
@@ -139,7 +139,7 @@ def group_boxes(box_item: IntArray, box_rater: IntArray, geometry: FloatArray, t
     # a component where a rater has two boxes is merged pair by pair; elsewhere every merge is allowed
     n_raters = int(box_rater.max()) + 1 if n else 1
     count = np.bincount(component * n_raters + box_rater, minlength=n * n_raters)  # boxes per (component, rater)
-    crowded = (count.reshape(n, n_raters) > 1).any(axis=1)
+    crowded: npt.NDArray[np.bool_] = np.asarray((count.reshape(n, n_raters) > 1).any(axis=1), dtype=bool)
     hard = crowded[component[first]]
     if not crowded.any():
         return component
@@ -190,7 +190,7 @@ def read_boxes(data: Any, names: BoxColumns, iou: float, function: str) -> BoxOb
     items, raters = factorize(data[names.item]), factorize(data[names.rater])
     check_ids(((names.item, items), (names.rater, raters)), row_labels)
     row_item, row_rater = items.codes.astype(np.int64), raters.codes.astype(np.int64)
-    geometry = np.column_stack([_numbers(data[c], c) for c in (names.x, names.y, names.width, names.height)])
+    geometry = np.column_stack([float_column(data[c], c) for c in (names.x, names.y, names.width, names.height)])
     blank = np.isnan(geometry)
     drawn: npt.NDArray[np.bool_] = np.asarray(~blank.all(axis=1), dtype=bool)
     partial = drawn & blank.any(axis=1)
