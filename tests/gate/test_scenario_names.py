@@ -65,5 +65,5 @@ def test_synth_writes_timed_daily_deliveries_of_the_crowd(tmp_path, scenario):
     assert sum(map(len, parts)) == len(batch) and all(set(p["pool"]) == {"crowd"} for p in parts)
     for path, part in zip(days, parts, strict=True):
         last = pd.to_datetime(part["timestamp"], utc=True).max()
-        assert abs(path.stat().st_mtime - last.timestamp()) < 1e-3  # delivered when its last judgement was made
+        assert abs(path.stat().st_mtime - last.timestamp()) < 2  # delivered when its last judgement was made
         assert pd.to_datetime(part["timestamp"], utc=True).dt.normalize().nunique() == 1  # one day a file
