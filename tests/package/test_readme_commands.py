@@ -87,16 +87,18 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
-def _environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}  # no Prefect API named
+def _environment(home: Path) -> dict[str, str]:
+    """A user who named no Prefect API (no PREFECT_* variable, an empty Prefect home: no profile names one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(home)
     src = str(ROOT / "src")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
     return env
 
 
 @pytest.mark.parametrize("document", DOCUMENTS)
-def test_the_commands_run_as_written_and_exit_as_stated(clone: Path, document: str):
-    env = _environment()
+def test_the_commands_run_as_written_and_exit_as_stated(clone: Path, document: str, tmp_path: Path):
+    env = _environment(tmp_path / "prefect-home")
     ran = 0
     for mark, line, body in blocks(document):
         if mark != "run":
