@@ -84,9 +84,11 @@ def test_metrics_error_is_one_line_with_a_hint(files):
     assert "Traceback" not in result.output
 
 
-def test_synth_writes_three_files(tmp_path):
+def test_synth_writes_three_files_and_the_daily_deliveries(tmp_path):
     result = runner.invoke(app, ["synth", "--out", str(tmp_path), "--scenario", "spammers", "--n-items", "50"])
     assert result.exit_code == 0
-    assert {p.name for p in tmp_path.iterdir()} == {"batch.csv", "trusted.csv", "both.csv"}
+    assert {p.name for p in tmp_path.iterdir()} == {"batch.csv", "trusted.csv", "both.csv", "deliveries"}
+    assert {p.name for p in (tmp_path / "deliveries").iterdir()} == {"day-1.csv", "day-2.csv", "day-3.csv"}
+    assert "(day-1.csv, day-2.csv, day-3.csv)" in result.output
     bad = runner.invoke(app, ["synth", "--out", str(tmp_path), "--scenario", "chaos"])
     assert bad.exit_code == 3 and "must be one of" in bad.output

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import labelgate as lg
 from labelgate.cli.monitor import register
 from labelgate.metrics.diagnostics import rater_diagnostics
-from labelgate.monitor import Monitor, history, load_monitor_config, monitor_config_from_dict, rater_store
+from labelgate.monitor import Monitor, cusum, history, load_monitor_config, monitor_config_from_dict, rater_store
 from labelgate.pipeline.config import ConfigError
 
 IRR = {"krippendorff_alpha": lg.krippendorff_alpha, "fleiss_kappa": lg.fleiss_kappa, "gwet_ac": lg.gwet_ac}
@@ -352,6 +352,10 @@ def test_time_windows_history_and_cli(tmp_path):
     assert [(n["metric"], n["reference_windows"]) for n in learning] == [("irr_crowd", 5), ("cross_kappa", 5)]
     quiet = runner.invoke(app, ["monitor", "--config", str(path), "--no-prefect"])  # nothing new: still learning
     assert quiet.exit_code == 0 and "irr_crowd: change detector still learning its reference (5 of" in quiet.output
+    # the 80 is said to be fixed, and the key that sets when alarms start is named with its value
+    assert f"(5 of {cusum.LEARNING_WINDOWS} windows, the fixed length" in quiet.output
+    start = cfg_reference_windows(path)
+    assert f"alarms from {start} windows on (monitor.drift.change.reference_windows)" in quiet.output
     out = history(path)
     windows = [w for w in out["windows"] if w["scope"] == "window" and w["metric"] == "spa"]
     assert [w["window_start"][11:16] for w in windows] == ["00:00", "02:00", "04:00", "06:00", "08:00"]
@@ -400,3 +404,8 @@ def test_count_windows(tmp_path):
     assert out["questions"]["label"]["windows"] == n_crowd // 300
     rows = [w for w in history(cfg)["windows"] if w["scope"] == "window" and w["metric"] == "spa"]
     assert all(w["n_ratings"] <= 300 for w in rows)
+
+
+def cfg_reference_windows(path) -> int:
+    """``monitor.drift.change.reference_windows`` of a configuration file."""
+    return load_monitor_config(path).monitor.drift.change.reference_windows

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect, select, text
 
 from labelgate.pipeline import migrations
 from labelgate.pipeline import tables as t
@@ -92,12 +92,12 @@ def test_step_5_adds_the_pending_pair_tallies_and_a_step_4_store_keeps_its_talli
     migrate(engine)
     with engine.begin() as conn:  # the store as step 4 left it, with two tallies
         conn.execute(text("DROP TABLE labelgate_monitor_pair_deltas"))
-        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version == 5))
+        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version >= 5))
         conn.execute(t.pairs_table.insert(), [
             {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "b", "n": 19, "agree": 10, "candidate": False},
             {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "c", "n": 25, "agree": 20, "candidate": True}])
     assert schema_version(engine) == 4
-    assert migrate(engine) == SCHEMA_VERSION == 5 == schema_version(engine)
+    assert migrate(engine) == SCHEMA_VERSION == 6 == schema_version(engine)
     assert _names(engine) == {name for name in t.metadata.tables}
     new = pd.DataFrame({"rater_a": ["a", "b"], "rater_b": ["b", "c"], "n": [1, 2], "agree": [1, 0]})
     with engine.begin() as conn:
@@ -114,3 +114,31 @@ def test_step_5_adds_the_pending_pair_tallies_and_a_step_4_store_keeps_its_talli
                                             ("b", "c", 2, 0, False)]
         assert conn.execute(text("SELECT count(*) FROM labelgate_monitor_pair_deltas")).scalar() == 0
     engine.dispose()
+
+
+def test_step_6_removes_the_cumulative_rows_of_passes_without_crowd_judgements(fresh_url):
+    """A store of step 5 holding the 1970-01-01 cumulative rows an earlier release stored for a pass that had merged
+    the trusted replication alone keeps every other row, and migrating again changes nothing."""
+    engine = make_engine(fresh_url)
+    migrate(engine)
+    w = t.windows_table
+
+    def row(scope, start, end, index=None, value=None):
+        return {"monitor": "default", "question": "label", "metric": "irr_crowd", "scope": scope,
+                "window_index": index, "window_start": start, "window_end": end, "value": value, "ci_low": None,
+                "ci_high": None, "n_items": 0 if value is None else 40, "n_ratings": 0, "threshold": 0.3,
+                "pass_id": "p"}
+
+    day = 1_767_571_200_000_000  # 2026-01-05T00:00:00Z in microseconds
+    with engine.begin() as conn:
+        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version == 6))
+        conn.execute(w.insert(), [row("cumulative", 0, 0), row("cumulative", 0, 0),
+                                  row("cumulative", day, day + 3_600_000_000, value=0.5),
+                                  row("window", day, day + 3_600_000_000, index=0, value=0.4)])
+    assert schema_version(engine) == 5
+    assert migrate(engine) == SCHEMA_VERSION == 6 == schema_version(engine)
+    assert migrate(engine) == 6
+    with engine.begin() as conn:
+        kept = conn.execute(select(w.c.scope, w.c.window_end, w.c.value).order_by(w.c.scope)).all()
+    assert [tuple(r) for r in kept] == [("cumulative", day + 3_600_000_000, 0.5),
+                                        ("window", day + 3_600_000_000, 0.4)]

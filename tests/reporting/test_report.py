@@ -378,7 +378,8 @@ def test_monitoring_with_an_episode_in_gate_and_monitor_reports() -> None:
         assert f"normalized κx dropped; rater {HOSTILE_RATER} labels {HOSTILE_LABEL}" in text
         assert "open" in text
     monitor = render_monitor_report({**hist, "runs": [summary], "since": "2024-03-01"})
-    assert "1 gate run(s), 60 window(s), 1 drift episode(s) (1 open) since 2024-03-01" in "".join(Parsed(monitor).text)
+    # windows, not rows: 3 questions of 10 windows each (their cumulative rows are no window)
+    assert "1 gate run(s), 30 window(s), 1 drift episode(s) (1 open) since 2024-03-01" in "".join(Parsed(monitor).text)
     # the question with the open episode comes first and is unfolded
     first = re.search(r'<details id="[^"]+"( open)?><summary>Question <code>([^<]+)</code>', monitor)
     assert first.group(1) == " open" and first.group(2) == "question-00"

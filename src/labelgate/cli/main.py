@@ -432,21 +432,25 @@ def read_table(path: Path, *, item: str, rater: str, label: str, pool: str) -> A
 def synth(
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("synthetic"),
     scenario: Annotated[str, typer.Option(help="good | random | contentment | spammers | collusion | drift")] = "good",
-    n_items: Annotated[int, typer.Option(help="Items in the batch.")] = 1000,
+    n_items: Annotated[int | None, typer.Option(
+        help="Items in the batch (default: the scenario's own size, 1000; 2400 for drift).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
 ) -> None:
-    """Write synthetic replications: batch.csv (crowd), trusted.csv and both.csv (with a pool column)."""
+    """Write synthetic replications: batch.csv (crowd), trusted.csv and both.csv (with a pool column), and the crowd's
+    judgements as timed daily deliveries in deliveries/ (day-1.csv, ...: files for a monitor's drop folder)."""
     try:
         paths = write_synthetic(out, scenario, n_items, seed)
     except Exception as exc:
         raise fail(exc, "see `labelgate synth --help` for the scenarios") from None
     for name, path in paths.items():
-        typer.echo(f"{name}: {path}")
+        days = sorted((p.name for p in path.glob("day-*.csv")), key=lambda n: (len(n), n)) if path.is_dir() else []
+        days_text = f" ({', '.join(days)})" if days else ""
+        typer.echo(f"{name}: {path}{days_text}")
 
 
-def write_synthetic(out: Path, scenario: str, n_items: int, seed: int) -> dict[str, Path]:
-    """Simulate a scenario and write the batch, trusted and combined files."""
-    from labelgate.pipeline.synth import scenario_named, simulate
+def write_synthetic(out: Path, scenario: str, n_items: int | None, seed: int) -> dict[str, Path]:
+    """Simulate a scenario and write the batch, trusted and combined files and the daily deliveries."""
+    from labelgate.pipeline.synth import scenario_named, simulate, write_daily_deliveries
 
     data = simulate(scenario_named(scenario, n_items), seed=seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -454,6 +458,8 @@ def write_synthetic(out: Path, scenario: str, n_items: int, seed: int) -> dict[s
     data[data["pool"] == "crowd"].to_csv(paths["batch"], index=False)
     data[data["pool"] == "trusted"].to_csv(paths["trusted"], index=False)
     data.to_csv(paths["both"], index=False)
+    write_daily_deliveries(data, out / "deliveries")
+    paths["deliveries"] = out / "deliveries"
     return paths
 
 

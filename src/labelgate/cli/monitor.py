@@ -6,6 +6,7 @@ The main application adds them with ``register(app)``. Exit codes: 0 success, 3 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -81,7 +82,9 @@ def _run_pass(config: Path, prefect: str, replay: bool) -> dict[str, Any]:
     from labelgate.pipeline.config import as_monitor_config
     from labelgate.pipeline.preflight import check_extras
 
-    check_extras(as_monitor_config(str(config)))  # alert channels, dask, Label Studio: their extras, before the pass
+    cfg = as_monitor_config(str(config))
+    check_paths(cfg, config)  # the files the pass reads, named by their keys, before the store or Prefect
+    check_extras(cfg)  # alert channels, dask, Label Studio: their extras, before the pass
 
     how = choose(prefect, feature="labelgate monitor")
     if how.mode == "in-process":
@@ -100,6 +103,38 @@ def _run_pass(config: Path, prefect: str, replay: bool) -> dict[str, Any]:
         summary = monitor_flow(str(config), replay=replay)
     summary.setdefault("orchestration", how.to_dict())
     return summary
+
+
+def check_paths(cfg: Any, config: Path) -> None:
+    """Exit 3 with the key to fix when the trusted replication file or the drop folder (or Parquet dataset) the
+    configuration names does not exist; paths with a URL scheme are left to their source."""
+    from labelgate.errors import InputError, Reason
+
+    source = cfg.monitor.source
+    wanted = [("trusted.path", cfg.trusted.path, "trusted replication file")]
+    if source.kind in ("files", "parquet"):
+        wanted.append(("monitor.source.path", source.path,
+                       "drop folder" if source.kind == "files" else "Parquet dataset"))
+    for key, path, what in wanted:
+        if not path or "://" in path or Path(path).exists():
+            continue
+        hint = f"set {key} in {config} (a relative path resolves against the file's folder)"
+        if "labelgate-demo" in Path(path).parts:
+            hint += "; for the quick start, first run `labelgate synth --scenario drift --out labelgate-demo/monitor`"
+            if key == "monitor.source.path":
+                hint += f" and `mkdir -p {_shown(path)}`"
+        elif key == "monitor.source.path" and source.kind == "files":
+            hint += f", or create the folder: mkdir -p {_shown(path)}"
+        problem = f"{config}: {key}: the {what} {os.path.normpath(path)!r} does not exist."
+        raise fail(InputError(problem, Reason.UNREADABLE_INPUT, file=path, key=key), hint)
+
+
+def _shown(path: str) -> str:
+    """A path as short as it can be said: relative to the working directory when under it."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path
 
 
 def history_command(
@@ -182,6 +217,11 @@ def history_text(out: dict[str, Any]) -> str:
             f"{num(w['value']):>7} {num(w['ci_low']):>7} {num(w['ci_high']):>7} {w['n_items']:>6} "
             f"{num(w['threshold']):>9}"
         )
+    from labelgate.reporting.values import count_windows
+
+    n_cumulative = sum(1 for w in out["windows"] if w["scope"] == "cumulative")
+    lines.append(f"{count_windows(out['windows'])} window(s); {n_cumulative} cumulative row(s), from the passes that "
+                 "merged crowd judgements")
     for e in out["episodes"]:
         state = f"closed {e['closed_at']}" if e["closed_at"] else "OPEN"
         lines.append(

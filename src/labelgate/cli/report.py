@@ -9,6 +9,7 @@ on that store), and writes :func:`labelgate.reporting.report.render_monitor_repo
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -139,6 +140,7 @@ def report(
 ) -> None:
     """Write the monitoring report: gate runs, agreement over time per question, drift episodes."""
     from labelgate.reporting.report import write_monitor_report
+    from labelgate.reporting.values import count_windows
 
     try:
         start = parse_since(since)
@@ -152,9 +154,9 @@ def report(
         raise typer.Exit(_ERROR_EXIT) from None
     open_episodes = sum(1 for e in view["episodes"] if not e.get("closed_at"))
     period = f" since {view['since']}" if view["since"] else ""
-    typer.echo(f"{len(view['runs'])} gate run(s), {len(view['windows'])} window(s), {len(view['episodes'])} "
-               f"drift episode(s) ({open_episodes} open){period}")
-    typer.echo(f"report: {path}")
+    typer.echo(f"{len(view['runs'])} gate run(s), {count_windows(view['windows'])} window(s), "
+               f"{len(view['episodes'])} drift episode(s) ({open_episodes} open){period}")
+    typer.echo(f"report: {os.path.normpath(path)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -89,11 +89,13 @@ def measure(
 def record(
     conn: Connection, monitor: str, stream: Stream, rows: dict[str, dict[str, Any]], pass_id: str
 ) -> None:
-    """Store the cumulative rows of this pass in the series."""
+    """Store the cumulative rows of this pass in the series; none while the stream holds no crowd judgement (its
+    rows would have no time of the data: the trusted replication alone is no point of the series)."""
     r = stream.row
+    if r["first_ts"] is None or r["watermark"] is None:
+        return
     records = [
-        series_record(monitor, row["question"], name, "cumulative", None, r["first_ts"] or 0, r["watermark"] or 0,
-                      row, pass_id)
+        series_record(monitor, row["question"], name, "cumulative", None, r["first_ts"], r["watermark"], row, pass_id)
         for name, row in rows.items()
     ]
     if records:

@@ -78,15 +78,27 @@ def upgrade(c: dict[str, Any]) -> dict[str, Any]:
     return c
 
 
-def learning(c: dict[str, Any], metric: str) -> dict[str, Any] | None:
+def learning(c: dict[str, Any], metric: str, reference_windows: int | None = None) -> dict[str, Any] | None:
     """What a pass says of a change detector whose reference holds fewer than :data:`LEARNING_WINDOWS` windows
-    (None once it holds them)."""
+    (None once it holds them).
+
+    ``reference_windows`` (``monitor.drift.change.reference_windows``) is when the detector starts to alarm; the
+    message names both numbers and where each comes from, so that "N of 80" is not read as a misread configuration.
+
+    >>> learning({"n": 12}, "irr_crowd", 10)["message"]  # doctest: +NORMALIZE_WHITESPACE
+    'irr_crowd: change detector still learning its reference (12 of 80 windows, the fixed length at which its stated
+    false-alarm rate and power hold); it alarms from 10 windows on (monitor.drift.change.reference_windows): a
+    sustained drop of 1 SE may be missed until then'
+    """
     n = int(c.get("n", 0))
     if n >= LEARNING_WINDOWS:
         return None
-    return {"metric": metric, "reference_windows": n, "needed": LEARNING_WINDOWS,
-            "message": f"{metric}: change detector still learning its reference ({n} of {LEARNING_WINDOWS} windows): "
-                       "a sustained drop of 1 SE may be missed until then"}
+    start = "" if reference_windows is None else (
+        f"; it alarms from {reference_windows} windows on (monitor.drift.change.reference_windows)")
+    return {"metric": metric, "reference_windows": n, "needed": LEARNING_WINDOWS, "alarms_from": reference_windows,
+            "message": f"{metric}: change detector still learning its reference ({n} of {LEARNING_WINDOWS} windows, "
+                       f"the fixed length at which its stated false-alarm rate and power hold){start}: a sustained "
+                       "drop of 1 SE may be missed until then"}
 
 
 def standardise(c: dict[str, Any], value: float, se: float) -> tuple[float, dict[str, Any]]:

@@ -77,7 +77,8 @@ def measure_windows(
 
 
 def _learning(scope: _Scope, detectors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    found = (cusum.learning(cusum.upgrade(detectors[m]["change"]), m) for m in scope.series[1])
+    start = scope.cfg.monitor.drift.change.reference_windows
+    found = (cusum.learning(cusum.upgrade(detectors[m]["change"]), m, start) for m in scope.series[1])
     return [one for one in found if one is not None]
 
 

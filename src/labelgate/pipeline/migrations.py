@@ -9,7 +9,9 @@ step 2 adopts them. Step 3 turns the gate's runs table from a cache (one row per
 append-only audit log: the unique key goes, the inputs digest and the reuse link come, every record is kept.
 Step 4 replaces the index of the monitor's collusion candidates by a partial covering one, so that a monitor pass
 reads its candidate pairs without scanning every pair tallied so far. Step 5 adds the monitor's table of pending pair
-tallies (a pass writes its tallies there; they are folded into the pairs table at a bounded cadence).
+tallies (a pass writes its tallies there; they are folded into the pairs table at a bounded cadence). Step 6 mends
+the monitor's series: earlier releases stored a cumulative row for a pass that had merged no crowd judgement yet,
+dated at time 0 (1970-01-01) and with nothing measured; those rows go (a pass now stores none).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import MIGRATION_LOCK, transaction
 
 #: Version of the schema this code reads and writes.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _MONITOR_TABLES: tuple[Table, ...] = (
     t.monitors_table,
@@ -136,6 +138,13 @@ def _step_5(conn: Connection) -> None:
     t.pair_deltas_table.create(conn, checkfirst=True)
 
 
+def _step_6(conn: Connection) -> None:
+    # A cumulative row of a stream without crowd judgements had no time of the data: window_end 0 (the epoch). No
+    # real row ends there (the monitor's times are of judgements made since 1970), so the rule needs no other column.
+    w = t.windows_table
+    conn.execute(w.delete().where(w.c.scope == "cumulative", w.c.window_end <= 0))
+
+
 _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _step_1),
     2: ("monitor tables (streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, passes) "
@@ -145,6 +154,7 @@ _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     4: ("monitor pairs: a partial covering index of the collusion candidates instead of (stream_id, candidate)",
         _step_4),
     5: ("monitor pair deltas: a pass's pair tallies pending until they are folded into the pairs table", _step_5),
+    6: ("monitor series: the cumulative rows of passes without crowd judgements (dated 1970-01-01) removed", _step_6),
 }
 
 
@@ -163,7 +173,7 @@ def migrate(engine: Engine, what: str = "The results store") -> int:
     >>> from labelgate.pipeline.database import make_engine
     >>> engine = make_engine("sqlite://")
     >>> migrate(engine), migrate(engine), schema_version(engine)
-    (5, 5, 5)
+    (6, 6, 6)
     """
     with transaction(engine, write=True, lock=MIGRATION_LOCK) as conn:
         t.schema_version_table.create(conn, checkfirst=True)

@@ -5,7 +5,7 @@ Model. Item ``i`` has a latent class distribution ``p_i ~ Dirichlet(difficulty �
 ``p_i`` with probability ``1 - noise`` and guesses uniformly otherwise; a biased rater's draw is tilted
 by a personal bias vector. On top of this, the crowd pool can contain
 
-* **spammers**, who always guess uniformly;
+* **spammers**, who always guess uniformly (named ``<pool>-spammerNNNN``);
 * **colluders**, a group that rates the same items and copies one shared label per item;
 * a **contentment** scenario (xRR paper, Fig. 5): on items whose modal class is in
   ``contentment_categories`` (default: all), the crowd answers from *another* item's distribution, so
@@ -13,14 +13,19 @@ by a personal bias vector. On top of this, the crowd pool can contain
 * **drift**: after ``drift_at`` (a share of the collection period) the crowd's noise is multiplied by
   ``drift_noise_factor``.
 
-Every judgement gets a timestamp spread uniformly over the collection period.
+Every judgement gets a timestamp spread uniformly over the collection period; with ``item_hours`` set, an item is
+handed out at a uniform time of the period instead and all its judgements (both pools) fall within ``item_hours``
+after it, as on a labelling platform that hands out items a batch at a time (a monitor's window then holds whole
+items).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -90,6 +95,9 @@ class Scenario:
         Question names; each gets its own item distributions (a ``question`` column when > 1).
     start, duration_hours : datetime, float
         Collection period for the timestamps.
+    item_hours : float or None
+        When set, the judgements of an item fall within this many hours after the item's hand-out time (uniform over
+        the period); None spreads every judgement over the whole period.
     """
 
     n_items: int = 1000
@@ -106,6 +114,7 @@ class Scenario:
     questions: Sequence[str] = ("label",)
     start: datetime = field(default_factory=lambda: datetime(2026, 1, 5, tzinfo=UTC))
     duration_hours: float = 72.0
+    item_hours: float | None = None
 
     def with_crowd(self, **changes: Any) -> Scenario:
         """A copy whose first (crowd) pool has the given changes."""
@@ -129,8 +138,11 @@ def simulate(scenario: Scenario | None = None, seed: int | None = 0) -> pd.DataF
     frames = []
     for question in scenario.questions:
         probs = rng.dirichlet(np.full(len(scenario.categories), scenario.difficulty), size=scenario.n_items)
+        # the items' hand-out times (shares of the period), shared by the pools; drawn only when asked, so the
+        # scenarios without them keep their draws
+        handed_out = None if scenario.item_hours is None else rng.random(scenario.n_items)
         for index, pool in enumerate(scenario.pools):
-            frame = _simulate_pool(scenario, pool, probs, rng, is_crowd=index == 0)
+            frame = _simulate_pool(scenario, pool, probs, rng, is_crowd=index == 0, handed_out=handed_out)
             if len(scenario.questions) > 1:
                 frame["question"] = question
             frames.append(frame)
@@ -140,6 +152,9 @@ def simulate(scenario: Scenario | None = None, seed: int | None = 0) -> pd.DataF
 def _check(s: Scenario) -> None:
     if s.n_items < 1 or len(s.categories) < 2:
         raise ParameterError("A scenario needs at least one item and two categories.", parameter="n_items")
+    if s.item_hours is not None and not 0 < s.item_hours <= s.duration_hours:
+        raise ParameterError(f"item_hours must be in (0, duration_hours={s.duration_hours}]; got {s.item_hours}.",
+                             parameter="item_hours", value=s.item_hours)
     for pool in s.pools:
         low, high = pool.ratings_per_item
         if not 1 <= low <= high:
@@ -151,13 +166,16 @@ def _check(s: Scenario) -> None:
 
 
 def _simulate_pool(s: Scenario, pool: PoolSpec, probs: np.ndarray, rng: np.random.Generator,
-                   is_crowd: bool) -> pd.DataFrame:
+                   is_crowd: bool, handed_out: np.ndarray | None = None) -> pd.DataFrame:
     q = len(s.categories)
     items = np.flatnonzero(rng.random(s.n_items) < pool.item_share) if pool.item_share < 1 else np.arange(s.n_items)
     per_item = rng.integers(pool.ratings_per_item[0], pool.ratings_per_item[1] + 1, size=items.size)
     item_of = np.repeat(items, per_item)
     rater_of = _assign_raters(rng, pool.n_raters, per_item)
     when = rng.random(item_of.size)
+    if handed_out is not None and s.item_hours is not None:  # within item_hours of the item's hand-out time
+        span = s.item_hours / s.duration_hours
+        when = handed_out[item_of] * (1.0 - span) + when * span
     dist = probs[item_of]
     if is_crowd and s.contentment:
         dist = _contentment(s, probs, item_of, rng)
@@ -175,6 +193,8 @@ def _simulate_pool(s: Scenario, pool: PoolSpec, probs: np.ndarray, rng: np.rando
     guess |= spammer[rater_of]
     labels = np.where(guess, rng.integers(0, q, size=item_of.size), labels)
     rater_names = np.asarray([f"{pool.name}-r{k:04d}" for k in range(pool.n_raters)], dtype=object)
+    # spammers are named so (as colluders are): a flag can be checked against who guessed
+    rater_names[spammer] = [f"{pool.name}-spammer{k:04d}" for k in np.flatnonzero(spammer)]
     frame = pd.DataFrame({
         "item_id": [f"item-{i:06d}" for i in item_of],
         "rater_id": rater_names[rater_of],
@@ -237,23 +257,65 @@ def _add_colluders(frame: pd.DataFrame, s: Scenario, pool: PoolSpec, items: np.n
     return pd.concat([frame, rows], ignore_index=True)
 
 
-def scenario_named(name: str, n_items: int = 1000) -> Scenario:
-    """Ready-made scenarios used by the demo and the tests.
+#: Crowd raters of the spammers scenario: with 1,000 items at 2-4 ratings each, about 150 items per rater, enough for
+#: the per-rater test to flag a guessing rater (at 200 raters, 15 items each, every rater has too few items to judge).
+SPAMMER_CROWD_RATERS = 20
+
+
+def scenario_named(name: str, n_items: int | None = None) -> Scenario:
+    """Ready-made scenarios used by the demo and the tests, each sized so that it shows what it is named for.
 
     ``good`` — the crowd is simulated from the trusted pool's process; ``random`` — crowd labels at random;
     ``contentment`` — both pools agree internally but not with each other; ``spammers`` — a fifth of
-    the crowd guesses; ``drift`` — the crowd's noise triples halfway through.
+    a crowd of 20 raters guesses (about 150 items each: the gate flags them ``low_agreement``); ``collusion`` — four
+    raters copy one label per item on a fifth of the items (the gate names the pairs ``collusion``); ``drift`` — six
+    days of collection, items handed out over the period and rated within 4 hours, the crowd's noise five times as
+    high from the fourth day on (a monitor with 6-hour windows sees about 100 items a window and the drop in them).
+
+    ``n_items`` (None: the scenario's own size, 1,000 items; 2,400 for ``drift``) sets the items.
     """
-    base = Scenario(n_items=n_items)
+    default = 2400 if name == "drift" else 1000
+    base = Scenario(n_items=default if n_items is None else n_items)
     options = {
         "good": base,
         "random": base.with_crowd(noise=1.0),
         "contentment": replace(base, contentment=True),
-        "spammers": base.with_crowd(spammers=0.2),
+        "spammers": base.with_crowd(spammers=0.2, n_raters=SPAMMER_CROWD_RATERS),
         "collusion": base.with_crowd(colluders=4),
-        "drift": replace(base, drift_at=0.5, drift_noise_factor=3.0),
+        "drift": replace(base.with_crowd(n_raters=40), drift_at=0.5, drift_noise_factor=5.0, duration_hours=144.0,
+                         item_hours=4.0),
     }
     if name not in options:
         raise ParameterError(f"The 'name' parameter of scenario_named must be one of {sorted(options)}; got {name!r}.",
                              parameter="name", value=name)
     return options[name]
+
+
+def write_daily_deliveries(data: pd.DataFrame, folder: Path, pool: str = "crowd") -> list[Path]:
+    """Write ``pool``'s judgements as one delivery file a day, ``day-1.csv``, ``day-2.csv``, ... in ``folder``.
+
+    Days count from the first judgement's midnight (UTC). Each file's modification time is set to its last
+    judgement's time, as if delivered then: a monitor's drop folder reads it at once (``settle_seconds`` looks at
+    that time), and ``cp -p`` keeps it.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> data = simulate(Scenario(n_items=40, duration_hours=48.0), seed=1)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     [p.name for p in write_daily_deliveries(data, Path(folder))]
+    ['day-1.csv', 'day-2.csv']
+    """
+    rows = data[data["pool"] == pool]
+    stamps = pd.to_datetime(rows["timestamp"], utc=True)
+    first = stamps.min().normalize()
+    day = ((stamps - first) // pd.Timedelta(days=1)).astype("int64").to_numpy()
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k in np.unique(day):
+        path = folder / f"day-{int(k) + 1}.csv"
+        rows[day == k].to_csv(path, index=False)
+        last = stamps[day == k].max().timestamp()
+        os.utime(path, (last, last))
+        paths.append(path)
+    return paths

@@ -14,7 +14,7 @@ from typing import Any
 from labelgate.reporting import sections
 from labelgate.reporting.gate_page import FIGURE_QUESTIONS
 from labelgate.reporting.sections import Figures, sort_value
-from labelgate.reporting.values import anchor, finite, fmt, href, mapping
+from labelgate.reporting.values import anchor, count_windows, finite, fmt, href, mapping
 
 __all__ = ["monitor_context"]
 
@@ -29,7 +29,7 @@ def monitor_context(view: Mapping[str, Any]) -> dict[str, Any]:
     runs = [mapping(r) for r in view.get("runs") or []]
     raters = mapping(view.get("raters"))
     return {
-        "title": "LabelGate monitoring report", "n_runs": len(runs), "n_windows": len(windows),
+        "title": "LabelGate monitoring report", "n_runs": len(runs), "n_windows": count_windows(windows),
         "n_episodes": len(episodes), "n_open": sum(1 for e in episodes if not e.get("closed_at")),
         "since": view.get("since"), "source": view.get("source"), "notes": [str(n) for n in view.get("notes") or []],
         "figures_hint": figures.hint,

@@ -18,7 +18,7 @@ from labelgate.reporting import plots, timeplots
 from labelgate.reporting.figure import INSTALL_HINT, available
 from labelgate.reporting.plots import Point
 from labelgate.reporting.timeplots import Series, Span, TimePoint
-from labelgate.reporting.values import finite, fmt, interval, mapping, number, parse_time
+from labelgate.reporting.values import count_windows, finite, fmt, interval, mapping, number, parse_time
 
 __all__ = ["COLOURS", "NAMES", "Figure", "Figures", "by_question", "episode_rows", "monitoring", "rater_judgement",
            "raters", "sort_value", "strip_figure"]
@@ -222,10 +222,10 @@ def monitoring(question: str, mine: Sequence[Mapping[str, Any]], eps: Sequence[M
                                   title=f"{label} over time, {question}", y_label=y_label, thresholds=thresholds,
                                   spans=spans)
             shaded = f", {len(spans)} drift episode(s) shaded" if spans else ""
-            charts.append({"text": f"{label}: {len(rows)} window(s){shaded}.", "figure": figure})
+            charts.append({"text": f"{label}: {count_windows(rows)} window(s){shaded}.", "figure": figure})
         summary += [_summary_row(m, [w for w in rows if str(w.get("metric")) == m]) for m in group]
     return {"charts": charts, "summary": summary, "episodes": episode_rows(eps, show_question=False),
-            "n_windows": len(mine)}
+            "n_windows": count_windows(mine)}
 
 
 def metric_groups(present: Sequence[str]) -> list[tuple[str, ...]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
-__all__ = ["anchor", "finite", "fmt", "href", "interval", "mapping", "number", "parse_time", "shorten"]
+__all__ = ["anchor", "count_windows", "finite", "fmt", "href", "interval", "mapping", "number", "parse_time", "shorten"]
 
 
 def finite(value: Any) -> TypeGuard[float]:
@@ -25,6 +25,21 @@ def finite(value: Any) -> TypeGuard[float]:
     (True, False, False, False)
     """
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def count_windows(rows: Any) -> int:
+    """Windows among rows of a monitor's series: each window of each monitor and question once, whatever the number of
+    its metrics, and no cumulative row (a pass's running totals are no window).
+
+    Examples
+    --------
+    >>> rows = [{"question": "q", "scope": "window", "window_start": "a", "window_end": "b", "metric": m}
+    ...         for m in ("spa", "irr_crowd")] + [{"question": "q", "scope": "cumulative", "window_end": "c"}]
+    >>> count_windows(rows)
+    1
+    """
+    return len({(row.get("monitor"), row.get("question"), row.get("window_start"), row.get("window_end"))
+                for row in rows if (row.get("scope") or "window") == "window"})
 
 
 def fmt(value: Any, digits: int = 3) -> str:
