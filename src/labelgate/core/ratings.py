@@ -362,14 +362,24 @@ class Ratings(SufficientStatistics):
                        item_labels=self.item_index, rater_labels=self.rater_labels,
                        categories=self.categories, level=self.level)
 
-    def with_categories(self, categories: Sequence[Any]) -> Ratings:
-        """The same judgements re-coded on a superset of the current categories."""
+    def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Ratings:
+        """The same judgements on another item index: item code ``k`` becomes ``new_codes[k]``."""
+        return Ratings(new_codes[self.item_codes], self.rater_codes, self.value_codes, item_labels=item_labels,
+                       rater_labels=self.rater_labels, categories=self.categories, level=self.level,
+                       n_dropped_missing=self.n_dropped_missing)
+
+    def _category_remap(self, categories: Sequence[Any]) -> IntArray:
+        """New code of each current category in ``categories`` (a superset of the current ones)."""
         position = {c: i for i, c in enumerate(categories)}
         missing = [c for c in self.categories if c not in position]
         if missing:
             raise InputError(f"Categories {missing} are not in the new category list {list(categories)}.",
                              Reason.UNKNOWN_CATEGORY, value=missing[0])
-        remap = np.asarray([position[c] for c in self.categories], dtype=np.int64)
+        return np.asarray([position[c] for c in self.categories], dtype=np.int64)
+
+    def with_categories(self, categories: Sequence[Any]) -> Ratings:
+        """The same judgements re-coded on a superset of the current categories."""
+        remap = self._category_remap(categories)
         return Ratings(self.item_codes, self.rater_codes, remap[self.value_codes], item_labels=self.item_index,
                        rater_labels=self.rater_labels, categories=categories, level=self.level,
                        n_dropped_missing=self.n_dropped_missing)
@@ -449,6 +459,18 @@ class AggregatedRatings(Ratings):
     def value_codes(self) -> IntArray:  # type: ignore[override]
         """Category code of each judgement (expanded from the rows on first use)."""
         return self._expanded[2]
+
+    def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Ratings:
+        """The same rows on another item index: item code ``k`` becomes ``new_codes[k]`` (still aggregated)."""
+        return AggregatedRatings(new_codes[self.row_items], self.row_categories, self.row_counts,
+                                 item_labels=item_labels, categories=self.categories, level=self.level,
+                                 n_dropped_missing=self.n_dropped_missing)
+
+    def with_categories(self, categories: Sequence[Any]) -> Ratings:
+        """The same rows re-coded on a superset of the current categories (still aggregated)."""
+        return AggregatedRatings(self.row_items, self._category_remap(categories)[self.row_categories],
+                                 self.row_counts, item_labels=self.item_index, categories=categories,
+                                 level=self.level, n_dropped_missing=self.n_dropped_missing)
 
     @property
     def expanded(self) -> bool:
