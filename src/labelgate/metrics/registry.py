@@ -44,6 +44,7 @@ NOT_METRICS: dict[str, str] = {
     "plan_items": "a design planner (tests/metrics/test_variance.py)",
     "ItemPlan": "the result type of plan_items",
     "VarianceComponents": "the result type of variance_components",
+    "weights": "the module of the weightings every weighted coefficient takes (tests/metrics/test_weights.py)",
 }
 
 
@@ -118,7 +119,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("scott_pi", scott_pi, options=_MARGINALS_WEIGHTS),
     MetricSpec("fleiss_kappa", fleiss_kappa, options=_MARGINALS_WEIGHTS),
     MetricSpec("gwet_ac", gwet_ac, options=_MARGINALS_WEIGHTS),
-    MetricSpec("krippendorff_alpha", krippendorff_alpha),
+    MetricSpec("krippendorff_alpha", krippendorff_alpha, options=({}, *_WEIGHTS)),
     MetricSpec("janson_olsson_iota", janson_olsson_iota, levels=("nominal", "interval", "ratio")),
     MetricSpec("spa", spa, chance_corrected=False, options=_SPA),
     MetricSpec("cross_kappa", cross_kappa, kind="cross"),
