@@ -76,8 +76,11 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
         ``"radical"``, ``"ratio"``, ``"circular"``, ``"bipolar"`` on the
         category positions ``x`` (ranks 1..q for nominal/ordinal labels, values
         for interval/ratio; e.g. linear credit ``1 - |x_c - x_k| / (x_max - x_min)``;
-        every formula in :mod:`labelgate.metrics.weights`), or a q x q matrix
-        in the category order: symmetric, 1 on the diagonal, credits in [0, 1].
+        every formula in :mod:`labelgate.metrics.weights`; ``"nominal"`` is
+        ``"identity"``), or a q x q matrix in the category order: 1 on the
+        diagonal, credits in [0, 1]. An asymmetric matrix enters through its
+        symmetric part (pairs of ratings have no order; ``details["weights_note"]``
+        says so) except in :func:`cohen_kappa`, whose raters are ordered.
     ci : float, optional
         Confidence level of the item-bootstrap interval (e.g. 0.95).
     n_boot : int, default 2000
