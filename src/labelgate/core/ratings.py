@@ -354,13 +354,40 @@ class Ratings(SufficientStatistics):
                                  n_dropped_missing=n_dropped_missing)
 
     def subset_items(self, item_codes: npt.ArrayLike) -> Ratings:
-        """Ratings restricted to the given item codes (codes and labels are kept)."""
+        """The judgements of the given items only, on an item axis of these items alone.
+
+        The kept items are renumbered ``0..m-1`` in their code order and keep their ids (``item_labels``, made
+        only when read, as the original's); the raters, categories and level are kept. So a design restricted to
+        its complete items *is* complete (``lg.icc`` accepts it), and ``n_items`` counts the chosen items only.
+        Two subsets no longer share an item index: pair functions then match their items by id.
+
+        Examples
+        --------
+        >>> import labelgate as lg
+        >>> r = lg.Ratings.from_wide([[1, 2], [2, None], [3, 3]], level="interval")
+        >>> sub = r.subset_items([0, 2])
+        >>> sub.n_items, list(sub.item_labels), round(float(lg.icc(sub, "A1")), 4)
+        (2, [0, 2], 0.8)
+        """
         wanted = np.zeros(self.n_items, dtype=bool)
         wanted[np.asarray(item_codes, dtype=np.int64)] = True
         rows = wanted[self.item_codes]
-        return Ratings(self.item_codes[rows], self.rater_codes[rows], self.value_codes[rows],
-                       item_labels=self.item_index, rater_labels=self.rater_labels,
+        return Ratings(self._new_item_codes(wanted)[self.item_codes[rows]], self.rater_codes[rows],
+                       self.value_codes[rows], item_labels=self._kept_index(wanted), rater_labels=self.rater_labels,
                        categories=self.categories, level=self.level)
+
+    def _new_item_codes(self, wanted: np.ndarray) -> IntArray:
+        """Code of each item on the axis of the ``wanted`` items (in code order; -1 for the others)."""
+        return np.where(wanted, np.cumsum(wanted) - 1, -1).astype(np.int64)
+
+    def _kept_index(self, wanted: np.ndarray) -> LabelIndex:
+        """The item index of the ``wanted`` items: the same index when all are kept; made lazily like this one."""
+        if wanted.all():
+            return self.item_index
+        kept, parent = np.flatnonzero(wanted), self.item_index
+        if parent.ready:
+            return LabelIndex(parent.labels[kept])
+        return LabelIndex(make=lambda: parent.labels[kept], size=kept.size)
 
     def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Ratings:
         """The same judgements on another item index: item code ``k`` becomes ``new_codes[k]``."""
@@ -465,6 +492,17 @@ class AggregatedRatings(Ratings):
         return AggregatedRatings(new_codes[self.row_items], self.row_categories, self.row_counts,
                                  item_labels=item_labels, categories=self.categories, level=self.level,
                                  n_dropped_missing=self.n_dropped_missing)
+
+    def subset_items(self, item_codes: npt.ArrayLike) -> Ratings:
+        """The rows of the given items only, on an item axis of these items alone (still aggregated)."""
+        wanted = np.zeros(self.n_items, dtype=bool)
+        wanted[np.asarray(item_codes, dtype=np.int64)] = True
+        keep = wanted[self.row_items]
+        if not keep.any():
+            raise InputError("The ratings are empty: no judgement with a value.", Reason.EMPTY_INPUT)
+        return AggregatedRatings(self._new_item_codes(wanted)[self.row_items[keep]], self.row_categories[keep],
+                                 self.row_counts[keep], item_labels=self._kept_index(wanted),
+                                 categories=self.categories, level=self.level)
 
     def with_categories(self, categories: Sequence[Any]) -> Ratings:
         """The same rows re-coded on a superset of the current categories (still aggregated)."""
