@@ -263,3 +263,55 @@ def test_rater_specific_coefficients_refuse_count_tables(function):
 def test_bad_count_tables_raise(counts, kw, error, message):
     with pytest.raises(error, match=message):
         lg.Ratings.from_counts(counts, **kw)
+
+
+# ------------------------------------------------------------- long tables without a rater column (rater=None)
+def _pairs_frame(seed: int) -> pd.DataFrame:
+    """(item, label) rows in a random order: 1-4 ratings per item, some labels missing, unused categories."""
+    rng = np.random.default_rng(seed)
+    rows = [(f"it{i}", float(rng.integers(0, 4)) if rng.random() > 0.1 else None)
+            for i in range(40) for _ in range(int(rng.integers(1, 5)))]
+    frame = pd.DataFrame(rows, columns=["item_id", "label"])
+    return frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_long_table_without_raters_equals_any_rater_ids(seed):
+    frame = _pairs_frame(seed)
+    anonymous = lg.Ratings.from_long(frame, rater=None, categories=[0.0, 1.0, 2.0, 3.0, 4.0])
+    # any rater ids that differ within an item give the same coefficients that need no rater identity
+    named = frame.assign(rater_id=[f"r{k}" for k in range(len(frame))])
+    explicit = lg.Ratings.from_long(named, categories=[0.0, 1.0, 2.0, 3.0, 4.0])
+    assert anonymous.n_items == explicit.n_items and anonymous.n_ratings == explicit.n_ratings
+    assert anonymous.n_dropped_missing == int(frame["label"].isna().sum())
+    assert anonymous.item_counts.tolist() == explicit.item_counts.tolist()
+    for function in (lg.percent_agreement, lg.bennett_s, lg.fleiss_kappa, lg.gwet_ac, lg.krippendorff_alpha, lg.spa):
+        assert float(function(anonymous)) == pytest.approx(float(function(explicit)), abs=1e-12), function
+    assert float(lg.cross_kappa(anonymous, explicit)) == pytest.approx(
+        float(lg.cross_kappa(explicit, explicit)), abs=1e-12)
+
+
+def test_long_table_without_raters_numbers_them_within_each_item_in_row_order():
+    frame = pd.DataFrame({"item_id": ["a", "b", "a", "c", "b", "a"], "label": ["x", "y", None, "z", "y", "x"]})
+    r = lg.Ratings.from_long(frame, rater=None)
+    assert list(r.item_labels) == ["a", "b", "c"] and r.n_dropped_missing == 1
+    judgements = sorted(zip(r.item_labels[r.item_codes], r.rater_labels[r.rater_codes],
+                            np.asarray(r.categories)[r.value_codes], strict=True))
+    # the missing label leaves no gap: item a's second labelled row is its slot 1
+    assert judgements == [("a", 0, "x"), ("a", 1, "x"), ("b", 0, "y"), ("b", 1, "y"), ("c", 0, "z")]
+    assert all(isinstance(label, RaterSlot) for label in r.rater_labels) and r.n_raters == 2
+    for function in (lg.conger_kappa, lg.cohen_kappa):
+        with pytest.raises(lg.DesignError, match=r"no rater identity.*from_long\(rater=None\)"):
+            function(r)
+
+
+def test_long_table_without_raters_checks_its_columns():
+    with pytest.raises(lg.InputError, match="Column 'label' has a missing value") as info:
+        lg.Ratings.from_long({"item_id": ["a", "b"], "label": ["x", None]}, rater=None, missing="error")
+    assert info.value.code is lg.Reason.MISSING_VALUE
+    with pytest.raises(lg.InputError, match="Column 'item_id' has a missing id"):
+        lg.Ratings.from_long({"item_id": ["a", None], "label": ["x", "y"]}, rater=None)
+    with pytest.raises(lg.InputError, match="'rater_id' .* is missing"):  # the default still wants the column
+        lg.Ratings.from_long({"item_id": ["a", "b"], "label": ["x", "y"]})
+    with pytest.raises(lg.InputError, match="Column 'answer'"):
+        lg.Ratings.from_long({"item_id": ["a"], "label": ["x"]}, rater=None, value="answer")

@@ -127,7 +127,7 @@ class Ratings(SufficientStatistics):
 
     # ------------------------------------------------------------------ builders
     @classmethod
-    def from_long(cls, data: Any, item: str = "item_id", rater: str = "rater_id", value: str = "label", *,
+    def from_long(cls, data: Any, item: str = "item_id", rater: str | None = "rater_id", value: str = "label", *,
                   level: Level = "nominal", categories: Sequence[Any] | None = None,
                   duplicates: DuplicatePolicy = "error", missing: MissingPolicy = "drop") -> Ratings:
         """Build from long data: one row per judgement.
@@ -142,7 +142,15 @@ class Ratings(SufficientStatistics):
             Python strings of one length) are coded from their bytes without
             hashing strings (:mod:`labelgate.core.strings`).
         item, rater, value : str
-            Column names of the item id, rater id and label.
+            Column names of the item id, rater id and label. ``rater=None``:
+            the table has no rater column — each row is an (item, label) pair,
+            as the xRR tool reads them. The raters are then numbered within each
+            item in row order (placeholder raters, :class:`RaterSlot`): they are
+            taken as **exchangeable**, the ``k``-th rating of one item and of
+            another are not the same person, so the coefficients that need rater
+            identity (Conger's, Cohen's κ, the crossed-model correlations) refuse
+            these ratings as they refuse a count table, and everything else
+            equals the same ratings with any rater ids.
         level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
             Measurement level of the label.
         categories : sequence, optional
@@ -163,6 +171,9 @@ class Ratings(SufficientStatistics):
         check_option(level, LEVELS, "level", "Ratings.from_long")
         check_option(duplicates, ("error", "first", "last"), "duplicates", "Ratings.from_long")
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
+        if rater is None:
+            return cls._from_item_label_pairs(data, item, value, level=level, categories=categories,
+                                              missing=missing)
         require_columns(data, (("item", item), ("rater", rater), ("value", value)))
         row_labels = getattr(data, "index", None)
         names = (item, rater, value)
@@ -173,6 +184,27 @@ class Ratings(SufficientStatistics):
         check_ids(((item, items), (rater, raters)), row_labels)
         return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates=duplicates,
                               missing=missing, value_column=value, row_labels=row_labels, every_id_used=True))
+
+    @classmethod
+    def _from_item_label_pairs(cls, data: Any, item: str, value: str, *, level: Level,
+                               categories: Sequence[Any] | None, missing: MissingPolicy) -> Ratings:
+        """:meth:`from_long` without a rater column: placeholder raters numbered within each item, in row order."""
+        require_columns(data, (("item", item), ("value", value)))
+        row_labels = getattr(data, "index", None)
+        items = factorize(data[item], ordered=True)
+        values = factorize(data[value], ordered=False)
+        check_ids(((item, items),), row_labels)
+        # the slot of each labelled row among its item's labelled rows (a stable sort keeps the row order)
+        item_codes = np.where(values.codes >= 0, np.asarray(items.codes, dtype=np.int64), items.n_uniques)
+        order = np.argsort(item_codes, kind="stable")
+        sorted_items = item_codes[order]
+        per_item = np.bincount(sorted_items, minlength=items.n_uniques + 1)
+        slots = np.empty(item_codes.size, dtype=np.int64)
+        slots[order] = np.arange(item_codes.size, dtype=np.int64) - (np.cumsum(per_item) - per_item)[sorted_items]
+        n_slots = int(per_item[:-1].max(initial=0))
+        raters = Column(slots, np.asarray([RaterSlot(k) for k in range(max(n_slots, 1))], dtype=object))
+        return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates="error",
+                              missing=missing, value_column=value, row_labels=row_labels))
 
     @classmethod
     def from_wide(cls, data: Any, *, level: Level = "nominal", categories: Sequence[Any] | None = None,

@@ -356,7 +356,8 @@ def require_rater_identity(r: Ratings, function: str) -> None:
     """
     if r.n_raters and isinstance(r.rater_labels[0], RaterSlot):
         raise DesignError(f"{function} needs to know which rater gave each rating (rater-specific marginals), "
-                          "but these ratings come from an items x categories count table "
-                          "(Ratings.from_counts), which has no rater identity. Use fleiss_kappa, gwet_ac, "
+                          "but these ratings have no rater identity: they come from an items x categories count "
+                          "table (Ratings.from_counts / from_aggregates) or a long table without a rater column "
+                          "(Ratings.from_long(rater=None)). Use fleiss_kappa, gwet_ac, "
                           "bennett_s or krippendorff_alpha, or build the Ratings with from_long / from_wide / "
                           "from_contingency.", Reason.INCOMPATIBLE_RATINGS, function=function)
