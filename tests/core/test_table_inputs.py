@@ -315,3 +315,86 @@ def test_long_table_without_raters_checks_its_columns():
         lg.Ratings.from_long({"item_id": ["a", "b"], "label": ["x", "y"]})
     with pytest.raises(lg.InputError, match="Column 'answer'"):
         lg.Ratings.from_long({"item_id": ["a"], "label": ["x"]}, rater=None, value="answer")
+
+
+# ------------------------------------------------------------- non-integer (weighted) count tables
+def _weighted_table(seed: int, n: int = 40, q: int = 4, raters: int = 3, parts: int = 4) -> np.ndarray:
+    """Counts in 1/parts steps with equal row totals (statsmodels' fleiss_kappa needs them)."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(q))
+    return rng.multinomial(raters * parts, p, size=n) / parts
+
+
+def _alpha_oracle(table: np.ndarray) -> float:
+    """Nominal α, literally: coincidences o_ck = Σ_i (n_ic n_ik - δ_ck n_ic) / (n_i - 1) over pairable items."""
+    n_i = table.sum(axis=1)
+    on = table[n_i >= 2]
+    coincidences = sum((np.outer(row, row) - np.diag(row)) / (row.sum() - 1) for row in on)
+    n_c = coincidences.sum(axis=1)
+    n = n_c.sum()
+    off = 1 - np.eye(len(n_c))
+    return 1 - (n - 1) * (coincidences * off).sum() / (np.outer(n_c, n_c) * off).sum()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_weighted_counts_equal_statsmodels_fleiss_kappa(seed):
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+    table = _weighted_table(seed)
+    r = lg.Ratings.from_counts(table)
+    assert r.weighted and r.n_ratings == round(table.sum())
+    assert lg.fleiss_kappa(r).value == pytest.approx(sm_fleiss_kappa(table), abs=1e-12)
+    assert lg.scott_pi(r).value == pytest.approx(sm_fleiss_kappa(table), abs=1e-12)
+    assert lg.bennett_s(r).value == pytest.approx(sm_fleiss_kappa(table, method="randolph"), abs=1e-12)
+    assert lg.krippendorff_alpha(r).value == pytest.approx(_alpha_oracle(table), abs=1e-12)
+    # statsmodels' observed agreement is percent agreement
+    n_rat = table.sum(axis=1)[0]
+    p_mean = ((table**2).sum(axis=1) - n_rat).mean() / (n_rat * (n_rat - 1))
+    assert lg.percent_agreement(r).value == pytest.approx(p_mean, abs=1e-12)
+    assert math.isfinite(lg.gwet_ac(r, "linear").value)
+    est = lg.fleiss_kappa(r, ci=0.9, n_boot=200, seed=3)
+    assert est.ci is not None and est.ci[0] <= est.value <= est.ci[1]
+
+
+def test_weighted_counts_with_unequal_row_totals_follow_the_handbook_formulas():
+    table = np.array([[1.5, 0.5, 0.0], [0.0, 2.25, 0.75], [1.0, 1.0, 1.0], [0.0, 0.0, 2.5]])
+    r = lg.Ratings.from_counts(table)
+    n_i = table.sum(axis=1)
+    p_a = (((table**2).sum(axis=1) - n_i) / (n_i * (n_i - 1))).mean()
+    pi = (table / n_i[:, None]).mean(axis=0)
+    p_e = (pi**2).sum()
+    assert lg.fleiss_kappa(r).value == pytest.approx((p_a - p_e) / (1 - p_e), abs=1e-12)
+    assert lg.krippendorff_alpha(r).value == pytest.approx(_alpha_oracle(table), abs=1e-12)
+
+
+def test_integer_valued_floats_are_an_ordinary_count_table():
+    table = np.array([[2.0, 1.0], [0.0, 3.0], [1.0, 1.0]])
+    r = lg.Ratings.from_counts(table)
+    assert not r.weighted and r.item_counts.dtype == np.int64
+    assert lg.fleiss_kappa(r).value == lg.fleiss_kappa(lg.Ratings.from_counts(table.astype(int))).value
+
+
+def test_coefficients_not_defined_on_weighted_counts_refuse_them():
+    r = lg.Ratings.from_counts(_weighted_table(7), level="interval", categories=[1, 2, 3, 4])
+    refusals = {lg.specific_agreement: "specific_agreement is not defined on a count table with non-integer",
+                lg.spa: "spa is not defined on a count table with non-integer",
+                lg.conger_kappa: "no rater identity",
+                lg.icc: "non-integer \\(weighted\\) counts, which has no single judgements",
+                lg.item_icc: "no single judgements"}
+    for function, message in refusals.items():
+        with pytest.raises(lg.DesignError, match=message):
+            function(r)
+    with pytest.raises(lg.DesignError, match="cross_kappa is not defined on a count table with non-integer"):
+        lg.cross_kappa(r, lg.Ratings.from_counts([[1, 2, 0, 0]], level="interval", categories=[1, 2, 3, 4]))
+
+
+def test_weighted_aggregated_rows_and_bad_weighted_counts():
+    r = lg.Ratings.from_aggregates([0, 0, 1], [0, 1, 1], [1.5, 0.5, 2.0], item_labels=["a", "b"],
+                                   categories=["n", "p"])
+    assert r.weighted and r.item_counts.tolist() == [[1.5, 0.5], [0.0, 2.0]]
+    with pytest.raises(lg.InputError, match=r"non-negative finite counts; cell \(0, 1\) is -0.5"):
+        lg.Ratings.from_counts([[1, -0.5], [0, 2]])
+    with pytest.raises(lg.InputError, match=r"non-negative finite counts; cell \(1, 0\) is inf"):
+        lg.Ratings.from_counts([[1, 0.5], [np.inf, 2]])
+    with pytest.raises(lg.InputError, match="non-finite count nan at row 1"):
+        lg.Ratings.from_aggregates([0, 1], [0, 1], [1.0, np.nan], item_labels=["a", "b"], categories=["n", "p"])

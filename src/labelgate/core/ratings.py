@@ -34,6 +34,7 @@ from labelgate.core.build import (
     check_ids,
     require_columns,
     row_label,
+    slots_within_items,
 )
 from labelgate.core.cached import cached_statistic
 from labelgate.core.categories import Level, contingency_judgements, count_rows, resolve_categories
@@ -44,7 +45,7 @@ from labelgate.core.parallel import run_steps
 from labelgate.core.pools import pool_arguments
 from labelgate.core.statistics import MAX_COUNT_CELLS, FloatArray, IntArray, SufficientStatistics
 from labelgate.core.statistics import _moments as _moments  # re-exported: the Dask kernels use it
-from labelgate.errors import InputError, Reason, check_option
+from labelgate.errors import DesignError, InputError, Reason, check_option
 
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
 
@@ -194,14 +195,7 @@ class Ratings(SufficientStatistics):
         items = factorize(data[item], ordered=True)
         values = factorize(data[value], ordered=False)
         check_ids(((item, items),), row_labels)
-        # the slot of each labelled row among its item's labelled rows (a stable sort keeps the row order)
-        item_codes = np.where(values.codes >= 0, np.asarray(items.codes, dtype=np.int64), items.n_uniques)
-        order = np.argsort(item_codes, kind="stable")
-        sorted_items = item_codes[order]
-        per_item = np.bincount(sorted_items, minlength=items.n_uniques + 1)
-        slots = np.empty(item_codes.size, dtype=np.int64)
-        slots[order] = np.arange(item_codes.size, dtype=np.int64) - (np.cumsum(per_item) - per_item)[sorted_items]
-        n_slots = int(per_item[:-1].max(initial=0))
+        slots, n_slots = slots_within_items(items, values)
         raters = Column(slots, np.asarray([RaterSlot(k) for k in range(max(n_slots, 1))], dtype=object))
         return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates="error",
                               missing=missing, value_column=value, row_labels=row_labels))
@@ -305,8 +299,14 @@ class Ratings(SufficientStatistics):
         Parameters
         ----------
         counts : DataFrame, 2-D array or nested sequence
-            Non-negative integer counts, items x categories. A DataFrame's
+            Non-negative counts, items x categories. A DataFrame's
             index gives the item ids and its columns the categories.
+            Non-integer (weighted) counts are accepted, as statsmodels'
+            ``fleiss_kappa`` accepts them: percent agreement, Brennan–Prediger,
+            Fleiss' κ / Scott's π, Gwet's AC1/AC2 and Krippendorff's α are
+            defined on them (algebraic in the counts); specific agreement, SPA,
+            the pair functions and everything that reads single judgements
+            refuse them (``DesignError``; docs/metrics.md).
         categories : sequence, optional
             The q categories of the columns, in order. Default: the
             DataFrame's columns, else ``0..q-1``.
@@ -316,7 +316,7 @@ class Ratings(SufficientStatistics):
         Raises
         ------
         InputError
-            Not a table of non-negative integer counts, no count, or a repeated item id in the index.
+            Not a table of non-negative finite counts, no count, or a repeated item id in the index.
         ParameterError
             ``categories`` of the wrong length, with duplicates, or not numbers for interval/ratio.
 
@@ -347,7 +347,8 @@ class Ratings(SufficientStatistics):
 
         Parameters
         ----------
-        item_codes, category_codes, counts : 1-D integer arrays of equal length
+        item_codes, category_codes, counts : 1-D arrays of equal length (integer codes; integer counts, or
+            floating counts for weighted judgements as in :meth:`from_counts`)
             The rows: item code (a position in ``item_labels``), category code (a position in ``categories``)
             and the number of judgements (non-negative).
         item_labels : sequence
@@ -465,13 +466,19 @@ class AggregatedRatings(Ratings):
         self.row_items, self.row_categories, self.row_counts = row_items, row_categories, row_counts
         self.item_labels, self.categories, self.level = item_labels, tuple(categories), level
         self.n_dropped_missing = n_dropped_missing
-        self._n_ratings = int(row_counts.sum())
-        self.rater_labels = np.asarray([RaterSlot(k) for k in range(int(self.ratings_per_item.max()))], dtype=object)
+        self._n_ratings = round(float(row_counts.sum()))
+        self.rater_labels = np.asarray([RaterSlot(k) for k in range(int(np.ceil(self.ratings_per_item.max())))],
+                                       dtype=object)
 
     @property
     def n_ratings(self) -> int:
-        """Number of judgements (the sum of the counts)."""
+        """Number of judgements (the sum of the counts; rounded to an integer for weighted counts)."""
         return self._n_ratings
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the counts are weighted (non-integer): there are then no single judgements to read."""
+        return bool(np.issubdtype(self.row_counts.dtype, np.floating))
 
     @cached_statistic
     def ratings_per_item(self) -> IntArray:
@@ -502,6 +509,11 @@ class AggregatedRatings(Ratings):
 
     @cached_statistic
     def _expanded(self) -> tuple[IntArray, IntArray, IntArray]:
+        if self.weighted:
+            raise DesignError("These ratings come from a count table with non-integer (weighted) counts, which has "
+                              "no single judgements; this metric reads them. The coefficients defined on weighted "
+                              "counts are percent_agreement, bennett_s, fleiss_kappa / scott_pi, gwet_ac and "
+                              "krippendorff_alpha.", Reason.INCOMPATIBLE_RATINGS)
         return expand_rows(self.row_items, self.row_categories, self.row_counts, self.ratings_per_item)
 
     @property

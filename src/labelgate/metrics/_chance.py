@@ -101,6 +101,8 @@ def _integer_marginal_totals(v: ItemView, marginal: np.ndarray, pooled: bool) ->
     \frac{1}{L} \sum_i r_{ik} (L / r_i)`, an integer sum divided once (pooled: ``L = 1`` on every marginal item).
     The result is the exact value rounded once. It applies while the integer sum stays below :math:`2^{53}`.
     """
+    if not np.issubdtype(v.int_counts.dtype, np.integer):  # weighted counts: the float sums are the only ones
+        return None
     if marginal is v.pairable:
         least = 2
     elif marginal is v.shared.get("rated"):

@@ -51,7 +51,14 @@ from labelgate.metrics._engine import (
     jackknife_components,
     safe_ratio,
 )
-from labelgate.metrics._items import Marginals, excluded_single, pairable_counts, require_rater_identity, view
+from labelgate.metrics._items import (
+    Marginals,
+    excluded_single,
+    pairable_counts,
+    require_rater_identity,
+    require_whole_counts,
+    view,
+)
 from labelgate.metrics._linear import linearized_se
 from labelgate.metrics._resamples import make_rng
 from labelgate.metrics.weights import Weights, weight_matrix
@@ -338,6 +345,8 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     {1: 0.0, 2: 0.82, 3: 0.0}
     """
     check_bootstrap_args(ci, n_boot, seed, "specific_agreement", ci_method)
+    require_whole_counts(r, "specific_agreement", "a count below 1 makes n_ik (n_ik - 1) negative, so SA_k is no "
+                         "longer a share of agreeing pairs")
     v = view(r)
     on = pairable_counts(v)
     blocks = [on * (on - 1.0), on * (v.n - 1.0)[:, None]]

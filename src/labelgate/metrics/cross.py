@@ -47,6 +47,7 @@ from labelgate.metrics._items import (
     item_sizes,
     item_statistics,
     n_ratings_of,
+    require_whole_counts,
 )
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
@@ -79,6 +80,8 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
     if not isinstance(x, Ratings) or not isinstance(y, Ratings):
         raise ParameterError(f"{function} takes two Ratings (one per replication); got "
                              f"{type(x).__name__} and {type(y).__name__}.", parameter="x")
+    for r in (x, y):
+        require_whole_counts(r, function, "pair functions are validated on counts of judgements only")
     x, y = common_categories(*on_one_index(x, y))  # separately built: put on one item index once (cached)
     cx, cy = align_items(x, y)
     if cx.size == 0:
