@@ -265,11 +265,11 @@ def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
 
 def order_cohen_kappa(stat: ItemStatistic, r: Ratings, codes: IntArray | None, skew: FloatArray) -> ItemStatistic:
     r"""Cohen's κ of two ordered raters under an asymmetric matrix :math:`W = S + A` from its statistic under the
-    symmetric part :math:`S` (``stat``, with pairable-item marginals), :math:`A = (W - W^	op)/2` (``skew``).
+    symmetric part :math:`S` (``stat``, with pairable-item marginals), :math:`A = (W - W^\top)/2` (``skew``).
 
     With :math:`a_i, b_i` the first and second rater's categories of item ``i`` and :math:`p_1, p_2` their
-    marginal distributions, :math:`p_o = rac{1}{n}\sum_i w_{a_i b_i} = p_o^S + rac{1}{n}\sum_i A_{a_i b_i}` and
-    :math:`p_e = p_1^	op W p_2 = p_e^S + p_1^	op A p_2` (irrCAC's ``kappa2_table`` on the contingency table).
+    marginal distributions, :math:`p_o = \frac{1}{n}\sum_i w_{a_i b_i} = p_o^S + \frac{1}{n}\sum_i A_{a_i b_i}` and
+    :math:`p_e = p_1^\top W p_2 = p_e^S + p_1^\top A p_2` (irrCAC's ``kappa2_table`` on the contingency table).
     The per-item :math:`A_{a_i b_i}` is one more block, so the item bootstrap resamples it with the rest.
     """
     v = view(r, codes, min_ratings=2)
