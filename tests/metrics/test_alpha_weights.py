@@ -47,7 +47,8 @@ def _handbook(name: str) -> tuple[lg.Ratings, pd.DataFrame, list[float]]:
     if cats is None:
         cats = sorted({float(v) for v in data.to_numpy().ravel() if not pd.isna(v)})
     r = lg.Ratings.from_wide(data, categories=cats, level="ordinal")  # positions: ranks 1..q
-    ranks = data.replace({c: float(k + 1) for k, c in enumerate(cats)}).astype(float)
+    rank_of = {c: float(k + 1) for k, c in enumerate(cats)}
+    ranks = data.apply(lambda column: column.map(rank_of)).astype(float)  # a missing rating stays NaN
     return r, ranks, [float(k + 1) for k in range(len(cats))]
 
 
