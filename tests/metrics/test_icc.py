@@ -246,3 +246,15 @@ def test_subset_items_shrinks_the_item_axis_and_keeps_the_ids():
     kept = counts.subset_items([0, 2])
     assert kept.n_items == 2 and list(kept.item_labels) == [0, 2] and kept.item_counts.tolist() == [[1, 1], [0, 2]]
     assert float(lg.fleiss_kappa(kept)) == float(lg.fleiss_kappa(lg.Ratings.from_counts([[1, 1], [0, 2]])))
+
+
+def test_exchangeable_raters_have_the_one_way_forms_only():
+    x = _random_complete(np.random.default_rng(15), 12, 3)
+    frame = pd.DataFrame({"item_id": np.repeat(np.arange(12), 3), "label": x.ravel()})
+    anonymous = lg.Ratings.from_long(frame, rater=None, level="interval")
+    named = lg.Ratings.from_wide(x, level="interval")
+    for form in ("1", "1k"):
+        assert icc(anonymous, form).value == pytest.approx(icc(named, form).value, abs=1e-12)
+    for form in ("A1", "C1", "Ak", "Ck"):
+        with pytest.raises(DesignError, match=rf"icc\(form='{form}'\) needs to know which rater"):
+            icc(anonymous, form)

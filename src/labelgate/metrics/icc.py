@@ -35,6 +35,7 @@ from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import Ratings
 from labelgate.errors import DesignError, Reason, check_option
 from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics._items import require_rater_identity
 from labelgate.metrics._lazy import lazy
 from labelgate.metrics.variance import level_of, numeric_values
 
@@ -173,7 +174,9 @@ def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: 
         ``1``: one-way random effects; ``A``: two-way, absolute agreement
         (Girard's agreement ICC); ``C``: two-way, consistency; suffix ``1`` a
         single rating, ``k`` the mean of the ``k`` raters. See the module
-        docstring for the formulas.
+        docstring for the formulas. Ratings without rater identity (a count
+        table, ``from_long(rater=None)``: exchangeable raters) have the one-way
+        forms only; the two-way forms raise ``DesignError``.
     missing : {"raise", "omit"}, default "raise"
         An incomplete design raises ``DesignError`` (``"raise"``), or
         (``"omit"``) the ICC is that of the items rated by every rater, the
@@ -217,6 +220,8 @@ def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: 
     check_option(form, FORMS, "form", "icc")
     check_option(missing, ("raise", "omit"), "missing", "icc")
     check_bootstrap_args(ci, n_boot, seed, "icc")
+    if form not in ("1", "1k"):  # the two-way forms have a rater effect; the one-way forms take raters as exchangeable
+        require_rater_identity(r, f"icc(form={form!r})")
     omitted = 0
     if missing == "omit":
         r, omitted = complete_items(r)
