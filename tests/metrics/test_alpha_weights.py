@@ -17,6 +17,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from irrCAC import table as irrcac_table
 from irrCAC.datasets import raw_4raters, raw_5observers, raw_g1g2
 from irrCAC.raw import CAC
@@ -191,3 +193,25 @@ def test_the_weights_module_is_public():
     assert np.array_equal(lg.weights.named_weights("nominal", [1.0, 2.0, 3.0]), np.eye(3))
     r = lg.Ratings.from_wide([[1, 2], [2, 3]], level="interval")
     assert np.array_equal(lg.weights.weight_matrix(r, "linear"), named_weights("linear", np.array([1.0, 2.0, 3.0])))
+
+
+@settings(max_examples=60)
+@given(st.integers(2, 5), st.integers(0, 2**32 - 1))
+def test_relabelling_the_categories_with_the_matrix_changes_no_weighted_coefficient(q, seed):
+    # a coefficient depends on the categories only through W: permuting both together changes nothing
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, q, size=(25, 3)).astype(float)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    w = _asymmetric(q, seed)
+    perm = rng.permutation(q)
+    relabelled = np.where(np.isnan(X), np.nan, perm[np.nan_to_num(X).astype(int)])
+    moved = np.empty_like(w)
+    moved[np.ix_(perm, perm)] = w  # the credit of (perm[k], perm[l]) is that of (k, l)
+    r = lg.Ratings.from_wide(X, categories=list(range(q)))
+    s = lg.Ratings.from_wide(relabelled, categories=list(range(q)))
+    for function in (*MULTI_RATER.values(), lg.cohen_kappa):
+        ratings = (lg.Ratings.from_wide(X[:, :2], categories=list(range(q))),
+                   lg.Ratings.from_wide(relabelled[:, :2], categories=list(range(q)))) \
+            if function is lg.cohen_kappa else (r, s)
+        a, b = function(ratings[0], w).value, function(ratings[1], moved).value
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-12), function
