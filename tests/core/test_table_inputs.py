@@ -379,7 +379,8 @@ def test_coefficients_not_defined_on_weighted_counts_refuse_them():
     refusals = {lg.specific_agreement: "specific_agreement is not defined on a count table with non-integer",
                 lg.spa: "spa is not defined on a count table with non-integer",
                 lg.conger_kappa: "no rater identity",
-                lg.icc: "non-integer \\(weighted\\) counts, which has no single judgements",
+                lg.icc: "no rater identity",
+                lambda r: lg.icc(r, "1"): "non-integer \\(weighted\\) counts, which has no single judgements",
                 lg.item_icc: "no single judgements"}
     for function, message in refusals.items():
         with pytest.raises(lg.DesignError, match=message):
