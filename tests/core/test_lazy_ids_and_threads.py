@@ -124,8 +124,11 @@ def test_a_copy_or_pickle_of_lazily_built_ratings_carries_the_ids():
 @needs_pyarrow
 def test_derived_ratings_keep_the_index_unmade():
     r = lg.Ratings.from_long(_ascii_frame().query("pool == 'crowd'"))
-    for derived in (r.with_categories([*r.categories, 99]), r.subset_items([0, 1, 2])):
-        assert derived.item_index is r.item_index and not derived.item_index.ready
+    derived = r.with_categories([*r.categories, 99])
+    assert derived.item_index is r.item_index and not derived.item_index.ready
+    subset = r.subset_items([0, 2, 3])  # its own, smaller index, made from the original's on first read
+    assert not subset.item_index.ready and not r.item_index.ready and subset.n_items == 3
+    assert list(subset.item_labels) == [r.item_labels[k] for k in (0, 2, 3)]
 
 
 def test_a_duplicate_in_a_pool_names_its_table_row_and_ids():

@@ -263,3 +263,139 @@ def test_rater_specific_coefficients_refuse_count_tables(function):
 def test_bad_count_tables_raise(counts, kw, error, message):
     with pytest.raises(error, match=message):
         lg.Ratings.from_counts(counts, **kw)
+
+
+# ------------------------------------------------------------- long tables without a rater column (rater=None)
+def _pairs_frame(seed: int) -> pd.DataFrame:
+    """(item, label) rows in a random order: 1-4 ratings per item, some labels missing, unused categories."""
+    rng = np.random.default_rng(seed)
+    rows = [(f"it{i}", float(rng.integers(0, 4)) if rng.random() > 0.1 else None)
+            for i in range(40) for _ in range(int(rng.integers(1, 5)))]
+    frame = pd.DataFrame(rows, columns=["item_id", "label"])
+    return frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_long_table_without_raters_equals_any_rater_ids(seed):
+    frame = _pairs_frame(seed)
+    anonymous = lg.Ratings.from_long(frame, rater=None, categories=[0.0, 1.0, 2.0, 3.0, 4.0])
+    # any rater ids that differ within an item give the same coefficients that need no rater identity
+    named = frame.assign(rater_id=[f"r{k}" for k in range(len(frame))])
+    explicit = lg.Ratings.from_long(named, categories=[0.0, 1.0, 2.0, 3.0, 4.0])
+    assert anonymous.n_items == explicit.n_items and anonymous.n_ratings == explicit.n_ratings
+    assert anonymous.n_dropped_missing == int(frame["label"].isna().sum())
+    assert anonymous.item_counts.tolist() == explicit.item_counts.tolist()
+    for function in (lg.percent_agreement, lg.bennett_s, lg.fleiss_kappa, lg.gwet_ac, lg.krippendorff_alpha, lg.spa):
+        assert float(function(anonymous)) == pytest.approx(float(function(explicit)), abs=1e-12), function
+    assert float(lg.cross_kappa(anonymous, explicit)) == pytest.approx(
+        float(lg.cross_kappa(explicit, explicit)), abs=1e-12)
+
+
+def test_long_table_without_raters_numbers_them_within_each_item_in_row_order():
+    frame = pd.DataFrame({"item_id": ["a", "b", "a", "c", "b", "a"], "label": ["x", "y", None, "z", "y", "x"]})
+    r = lg.Ratings.from_long(frame, rater=None)
+    assert list(r.item_labels) == ["a", "b", "c"] and r.n_dropped_missing == 1
+    judgements = sorted(zip(r.item_labels[r.item_codes], r.rater_labels[r.rater_codes],
+                            np.asarray(r.categories)[r.value_codes], strict=True))
+    # the missing label leaves no gap: item a's second labelled row is its slot 1
+    assert judgements == [("a", 0, "x"), ("a", 1, "x"), ("b", 0, "y"), ("b", 1, "y"), ("c", 0, "z")]
+    assert all(isinstance(label, RaterSlot) for label in r.rater_labels) and r.n_raters == 2
+    for function in (lg.conger_kappa, lg.cohen_kappa):
+        with pytest.raises(lg.DesignError, match=r"no rater identity.*from_long\(rater=None\)"):
+            function(r)
+
+
+def test_long_table_without_raters_checks_its_columns():
+    with pytest.raises(lg.InputError, match="Column 'label' has a missing value") as info:
+        lg.Ratings.from_long({"item_id": ["a", "b"], "label": ["x", None]}, rater=None, missing="error")
+    assert info.value.code is lg.Reason.MISSING_VALUE
+    with pytest.raises(lg.InputError, match="Column 'item_id' has a missing id"):
+        lg.Ratings.from_long({"item_id": ["a", None], "label": ["x", "y"]}, rater=None)
+    with pytest.raises(lg.InputError, match="'rater_id' .* is missing"):  # the default still wants the column
+        lg.Ratings.from_long({"item_id": ["a", "b"], "label": ["x", "y"]})
+    with pytest.raises(lg.InputError, match="Column 'answer'"):
+        lg.Ratings.from_long({"item_id": ["a"], "label": ["x"]}, rater=None, value="answer")
+
+
+# ------------------------------------------------------------- non-integer (weighted) count tables
+def _weighted_table(seed: int, n: int = 40, q: int = 4, raters: int = 3, parts: int = 4) -> np.ndarray:
+    """Counts in 1/parts steps with equal row totals (statsmodels' fleiss_kappa needs them)."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(q))
+    return rng.multinomial(raters * parts, p, size=n) / parts
+
+
+def _alpha_oracle(table: np.ndarray) -> float:
+    """Nominal α, literally: coincidences o_ck = Σ_i (n_ic n_ik - δ_ck n_ic) / (n_i - 1) over pairable items."""
+    n_i = table.sum(axis=1)
+    on = table[n_i >= 2]
+    coincidences = sum((np.outer(row, row) - np.diag(row)) / (row.sum() - 1) for row in on)
+    n_c = coincidences.sum(axis=1)
+    n = n_c.sum()
+    off = 1 - np.eye(len(n_c))
+    return 1 - (n - 1) * (coincidences * off).sum() / (np.outer(n_c, n_c) * off).sum()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_weighted_counts_equal_statsmodels_fleiss_kappa(seed):
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+    table = _weighted_table(seed)
+    r = lg.Ratings.from_counts(table)
+    assert r.weighted and r.n_ratings == round(table.sum())
+    assert lg.fleiss_kappa(r).value == pytest.approx(sm_fleiss_kappa(table), abs=1e-12)
+    assert lg.scott_pi(r).value == pytest.approx(sm_fleiss_kappa(table), abs=1e-12)
+    assert lg.bennett_s(r).value == pytest.approx(sm_fleiss_kappa(table, method="randolph"), abs=1e-12)
+    assert lg.krippendorff_alpha(r).value == pytest.approx(_alpha_oracle(table), abs=1e-12)
+    # statsmodels' observed agreement is percent agreement
+    n_rat = table.sum(axis=1)[0]
+    p_mean = ((table**2).sum(axis=1) - n_rat).mean() / (n_rat * (n_rat - 1))
+    assert lg.percent_agreement(r).value == pytest.approx(p_mean, abs=1e-12)
+    assert math.isfinite(lg.gwet_ac(r, "linear").value)
+    est = lg.fleiss_kappa(r, ci=0.9, n_boot=200, seed=3)
+    assert est.ci is not None and est.ci[0] <= est.value <= est.ci[1]
+
+
+def test_weighted_counts_with_unequal_row_totals_follow_the_handbook_formulas():
+    table = np.array([[1.5, 0.5, 0.0], [0.0, 2.25, 0.75], [1.0, 1.0, 1.0], [0.0, 0.0, 2.5]])
+    r = lg.Ratings.from_counts(table)
+    n_i = table.sum(axis=1)
+    p_a = (((table**2).sum(axis=1) - n_i) / (n_i * (n_i - 1))).mean()
+    pi = (table / n_i[:, None]).mean(axis=0)
+    p_e = (pi**2).sum()
+    assert lg.fleiss_kappa(r).value == pytest.approx((p_a - p_e) / (1 - p_e), abs=1e-12)
+    assert lg.krippendorff_alpha(r).value == pytest.approx(_alpha_oracle(table), abs=1e-12)
+
+
+def test_integer_valued_floats_are_an_ordinary_count_table():
+    table = np.array([[2.0, 1.0], [0.0, 3.0], [1.0, 1.0]])
+    r = lg.Ratings.from_counts(table)
+    assert not r.weighted and r.item_counts.dtype == np.int64
+    assert lg.fleiss_kappa(r).value == lg.fleiss_kappa(lg.Ratings.from_counts(table.astype(int))).value
+
+
+def test_coefficients_not_defined_on_weighted_counts_refuse_them():
+    r = lg.Ratings.from_counts(_weighted_table(7), level="interval", categories=[1, 2, 3, 4])
+    refusals = {lg.specific_agreement: "specific_agreement is not defined on a count table with non-integer",
+                lg.spa: "spa is not defined on a count table with non-integer",
+                lg.conger_kappa: "no rater identity",
+                lg.icc: "no rater identity",
+                lambda r: lg.icc(r, "1"): "non-integer \\(weighted\\) counts, which has no single judgements",
+                lg.item_icc: "no single judgements"}
+    for function, message in refusals.items():
+        with pytest.raises(lg.DesignError, match=message):
+            function(r)
+    with pytest.raises(lg.DesignError, match="cross_kappa is not defined on a count table with non-integer"):
+        lg.cross_kappa(r, lg.Ratings.from_counts([[1, 2, 0, 0]], level="interval", categories=[1, 2, 3, 4]))
+
+
+def test_weighted_aggregated_rows_and_bad_weighted_counts():
+    r = lg.Ratings.from_aggregates([0, 0, 1], [0, 1, 1], [1.5, 0.5, 2.0], item_labels=["a", "b"],
+                                   categories=["n", "p"])
+    assert r.weighted and r.item_counts.tolist() == [[1.5, 0.5], [0.0, 2.0]]
+    with pytest.raises(lg.InputError, match=r"non-negative finite counts; cell \(0, 1\) is -0.5"):
+        lg.Ratings.from_counts([[1, -0.5], [0, 2]])
+    with pytest.raises(lg.InputError, match=r"non-negative finite counts; cell \(1, 0\) is inf"):
+        lg.Ratings.from_counts([[1, 0.5], [np.inf, 2]])
+    with pytest.raises(lg.InputError, match="non-finite count nan at row 1"):
+        lg.Ratings.from_aggregates([0, 1], [0, 1], [1.0, np.nan], item_labels=["a", "b"], categories=["n", "p"])

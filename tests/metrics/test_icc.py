@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import labelgate as lg
+from labelgate.errors import DesignError
 from labelgate.metrics.icc import FORMS, icc, mean_squares
 from labelgate.metrics.variance import variance_components
 
@@ -166,3 +167,94 @@ def test_mean_squares_by_hand():
     assert ms["ms_raters"] == pytest.approx(2 / 3, abs=1e-12)
     assert ms["ms_error"] == pytest.approx((4 / 3) / 2, abs=1e-12)
     assert ms["ms_within"] == pytest.approx((2 / 3 + 4 / 3) / 3, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- missing data: missing="omit"
+def _pingouin_omit(x: np.ndarray) -> pd.DataFrame:
+    frame = _long(x).dropna()  # a missing rating is an absent row, as in a long table
+    old = pg.options.get("round.column.CI95")
+    pg.options["round.column.CI95"] = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return pg.intraclass_corr(frame, targets="t", raters="r", ratings="y",
+                                      nan_policy="omit").set_index("Type")
+    finally:
+        pg.options["round.column.CI95"] = old
+
+
+@pytest.mark.parametrize(("seed", "n", "k"), [(10, 20, 3), (11, 40, 2), (12, 15, 5), (13, 60, 4)])
+def test_omit_equals_pingouin_nan_policy_omit(seed, n, k):
+    rng = np.random.default_rng(seed)
+    x = _random_complete(rng, n, k)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    x[0, :] = np.nan  # an item nobody rated: not in the long table at all
+    x[1, 1:] = np.nan  # an item rated once
+    r = lg.Ratings.from_wide(x, level="interval")
+    complete = ~np.isnan(x).any(axis=1)
+    rated = ~np.isnan(x).all(axis=1)
+    ref = _pingouin_omit(x)
+    with pytest.raises(DesignError, match="complete design"):
+        icc(r, "A1")
+    for kind, form in PINGOUIN_TYPES.items():
+        est = icc(r, form, missing="omit", ci=0.95)
+        row = ref.loc[kind]
+        assert est.value == pytest.approx(row["ICC"], abs=1e-9), form
+        assert est.ci[0] == pytest.approx(row["CI95"][0], abs=1e-9), form
+        assert est.ci[1] == pytest.approx(row["CI95"][1], abs=1e-9), form
+        assert est.details["f"] == pytest.approx(row["F"], rel=1e-9)
+        assert (est.details["df1"], est.details["df2"]) == (row["df1"], row["df2"])
+        assert est.n_items == complete.sum() and est.n_ratings == complete.sum() * k
+        assert est.details["n_items_omitted"] == rated.sum() - complete.sum()
+        # the same as the complete items alone, and as subset_items on them
+        alone = icc(lg.Ratings.from_wide(x[complete], level="interval"), form)
+        assert est.value == pytest.approx(alone.value, abs=1e-12)
+        codes = [code for code, label in enumerate(r.item_labels) if complete[label]]  # unrated rows have no code
+        assert icc(r.subset_items(codes), form).value == pytest.approx(alone.value, abs=1e-12)
+
+
+def test_omit_on_a_complete_design_changes_nothing():
+    x = _random_complete(np.random.default_rng(14), 10, 3)
+    r = lg.Ratings.from_wide(x, level="interval")
+    for form in FORMS:
+        est = icc(r, form, missing="omit")
+        assert est.value == icc(r, form).value and est.details["n_items_omitted"] == 0
+
+
+def test_omit_drops_a_rater_without_ratings_and_refuses_when_nothing_is_complete():
+    frame = pd.DataFrame({"item_id": [1, 1, 2, 2, 3], "rater_id": ["a", "b", "a", "b", "c"],
+                          "label": [1.0, 2.0, 3.0, 3.5, 2.0], "pool": ["x", "x", "x", "x", "y"]})
+    pool = lg.ratings_by_pool(frame, level="interval")["x"]
+    est = icc(pool, "C1", missing="omit")
+    assert est.n_items == 2 and est.details["n_raters"] == 2
+    sparse = lg.Ratings.from_long({"item_id": [1, 1, 2, 2], "rater_id": ["a", "b", "b", "c"], "label": [1, 2, 3, 4]},
+                                  level="interval")
+    with pytest.raises(DesignError, match=r"missing='omit'\): no item is rated by all 3 raters"):
+        icc(sparse, missing="omit")
+    with pytest.raises(lg.ParameterError, match="missing"):
+        icc(sparse, missing="drop")
+
+
+def test_subset_items_shrinks_the_item_axis_and_keeps_the_ids():
+    r = lg.Ratings.from_long({"item_id": ["p", "q", "q", "s", "s"], "rater_id": ["a", "a", "b", "a", "b"],
+                              "label": [1.0, 2.0, 2.5, 3.0, 4.0]}, level="interval")
+    sub = r.subset_items([1, 2])
+    assert sub.n_items == 2 and list(sub.item_labels) == ["q", "s"] and sub.n_ratings == 4
+    assert icc(sub, "A1").value == pytest.approx(icc(lg.Ratings.from_wide([[2.0, 2.5], [3.0, 4.0]],
+                                                                          level="interval"), "A1").value)
+    counts = lg.Ratings.from_counts([[1, 1], [2, 0], [0, 2]])
+    kept = counts.subset_items([0, 2])
+    assert kept.n_items == 2 and list(kept.item_labels) == [0, 2] and kept.item_counts.tolist() == [[1, 1], [0, 2]]
+    assert float(lg.fleiss_kappa(kept)) == float(lg.fleiss_kappa(lg.Ratings.from_counts([[1, 1], [0, 2]])))
+
+
+def test_exchangeable_raters_have_the_one_way_forms_only():
+    x = _random_complete(np.random.default_rng(15), 12, 3)
+    frame = pd.DataFrame({"item_id": np.repeat(np.arange(12), 3), "label": x.ravel()})
+    anonymous = lg.Ratings.from_long(frame, rater=None, level="interval")
+    named = lg.Ratings.from_wide(x, level="interval")
+    for form in ("1", "1k"):
+        assert icc(anonymous, form).value == pytest.approx(icc(named, form).value, abs=1e-12)
+    for form in ("A1", "C1", "Ak", "Ck"):
+        with pytest.raises(DesignError, match=rf"icc\(form='{form}'\) needs to know which rater"):
+            icc(anonymous, form)

@@ -21,7 +21,7 @@ from tests.metrics.test_differential import counts, designs, enough, irrcac, rat
 
 WEIGHTED = {"percent_agreement": lg.percent_agreement, "bennett_s": lg.bennett_s, "cohen_kappa": lg.cohen_kappa,
             "conger_kappa": lg.conger_kappa, "gwet_ac": lg.gwet_ac, "fleiss_kappa": lg.fleiss_kappa,
-            "scott_pi": lg.scott_pi}
+            "scott_pi": lg.scott_pi, "krippendorff_alpha": lg.krippendorff_alpha}
 
 
 def random_positions(rng: np.random.Generator) -> np.ndarray:
@@ -138,7 +138,6 @@ def _matrix(**cells: float) -> np.ndarray:
     (np.eye(2), r"must be 3 x 3 \(one row and column per category, in the order \['a', 'b', 'c'\]\); "
                 r"got shape \(2, 2\)"),
     (np.ones(3), r"must be 3 x 3 .* got shape \(3,\)"),
-    (_matrix(w01=0.4), r"must be symmetric: w\('a', 'b'\) = 0.4 but w\('b', 'a'\) = 0.5"),
     (_matrix(w11=0.9), r"must have 1 on its diagonal .*: w\('b', 'b'\) = 0.9"),
     (_matrix(w02=-0.25, w20=-0.25), r"must have every credit in \[0, 1\]: w\('a', 'c'\) = -0.25"),
     (_matrix(w02=1.5, w20=1.5), r"must have every credit in \[0, 1\]: w\('a', 'c'\) = 1.5"),
@@ -183,5 +182,5 @@ def test_unknown_weighting_lists_the_options():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(lg.ParameterError, match="must be one of 'identity', 'linear', 'quadratic', 'ordinal', "
-                                                    "'radical', 'ratio', 'circular', 'bipolar', or a q x q matrix"):
+                                                    "'radical', 'ratio', 'circular', 'bipolar', 'nominal', or a q x q matrix"):
             lg.scott_pi(RATINGS, "cubic")

@@ -20,25 +20,38 @@ from labelgate.errors import InputError, Reason
 
 
 def check_rows(item_codes: npt.ArrayLike, category_codes: npt.ArrayLike, counts: npt.ArrayLike, n_items: int,
-               n_categories: int) -> tuple[IntArray, IntArray, IntArray]:
-    """The rows as int64 arrays, without zero counts, after checking their shape, type, codes and counts.
+               n_categories: int) -> tuple[IntArray, IntArray, npt.NDArray[Any]]:
+    """The rows as int64 arrays (float64 counts when they are weighted), without zero counts, after checking
+    their shape, type, codes and counts.
+
+    Integer counts stay integers. Floating counts are weighted judgements (a non-integer count table): they are
+    kept as float64 when one is not an integer, else made integers.
 
     Raises
     ------
     InputError
-        Rows of different lengths, not one-dimensional or not integers, a code outside ``0..n-1``, a negative
-        count; the message names the row.
+        Rows of different lengths, not one-dimensional, codes not integers, a code outside ``0..n-1``, a negative
+        or non-finite count; the message names the row.
     """
-    arrays = []
+    arrays: list[npt.NDArray[Any]] = []
     for name, values in (("item_codes", item_codes), ("category_codes", category_codes), ("counts", counts)):
         array = np.asarray(values)
         if array.ndim != 1:
             raise InputError(f"Ratings.from_aggregates: {name} must be one-dimensional; got shape {array.shape}.",
                              Reason.EMPTY_INPUT)
-        if array.size and not np.issubdtype(array.dtype, np.integer):
+        weighted = name == "counts" and np.issubdtype(array.dtype, np.floating)
+        if array.size and not np.issubdtype(array.dtype, np.integer) and not weighted:
             raise InputError(f"Ratings.from_aggregates: {name} must hold integers; got dtype {array.dtype}.",
                              Reason.EMPTY_INPUT)
-        arrays.append(array.astype(np.int64, copy=False))
+        if weighted:
+            bad = np.flatnonzero(~np.isfinite(array))
+            if bad.size:
+                raise InputError(f"Ratings.from_aggregates: counts has the non-finite count {float(array[bad[0]])!r}"
+                                 f" at row {int(bad[0])}.", Reason.NON_NUMERIC_VALUE, row=int(bad[0]))
+            whole = bool((array == np.round(array)).all())
+            arrays.append(array.astype(np.int64) if whole else array.astype(np.float64, copy=False))
+        else:
+            arrays.append(array.astype(np.int64, copy=False))
     items, cats, n = arrays
     if not items.size == cats.size == n.size:
         raise InputError(f"Ratings.from_aggregates: item_codes, category_codes and counts must have one entry per "
@@ -50,7 +63,7 @@ def check_rows(item_codes: npt.ArrayLike, category_codes: npt.ArrayLike, counts:
                              f"{int(bad[0])}, outside 0..{bound - 1}.", Reason.UNKNOWN_CATEGORY, row=int(bad[0]))
     negative = np.flatnonzero(n < 0)
     if negative.size:
-        raise InputError(f"Ratings.from_aggregates: counts has the negative count {int(n[negative[0]])} at row "
+        raise InputError(f"Ratings.from_aggregates: counts has the negative count {n[negative[0]]} at row "
                          f"{int(negative[0])}.", Reason.EMPTY_INPUT, row=int(negative[0]))
     keep = n > 0
     if not keep.all():
@@ -60,12 +73,15 @@ def check_rows(item_codes: npt.ArrayLike, category_codes: npt.ArrayLike, counts:
     return items, cats, n
 
 
-def add_up(codes: IntArray, counts: IntArray, size: int) -> IntArray:
-    """Integer sums of ``counts`` per code (exact: float64 bincount is exact below 2**53 judgements)."""
-    return np.bincount(codes, weights=counts, minlength=size).astype(np.int64)
+def add_up(codes: IntArray, counts: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
+    """Sums of ``counts`` per code: integers for integer counts (exact: float64 bincount is exact below 2**53
+    judgements), floats for weighted ones."""
+    sums = np.bincount(codes, weights=counts, minlength=size)
+    return sums if np.issubdtype(counts.dtype, np.floating) else sums.astype(np.int64)
 
 
-def row_item_counts(items: IntArray, cats: IntArray, counts: IntArray, n_items: int, q: int) -> IntArray:
+def row_item_counts(items: IntArray, cats: IntArray, counts: npt.NDArray[Any], n_items: int, q: int,
+                    ) -> npt.NDArray[Any]:
     """Item x category counts ``n_ic`` of the rows, shape (n_items, q)."""
     if n_items * q > MAX_COUNT_CELLS:
         raise InputError(f"{n_items} items x {q} categories is too many cells for count-based metrics; for "
@@ -73,7 +89,7 @@ def row_item_counts(items: IntArray, cats: IntArray, counts: IntArray, n_items: 
     return add_up(items * q + cats, counts, n_items * q).reshape(n_items, q)
 
 
-def row_moments(items: IntArray, x: FloatArray, counts: IntArray, n_items: int) -> FloatArray:
+def row_moments(items: IntArray, x: FloatArray, counts: npt.NDArray[Any], n_items: int) -> FloatArray:
     r"""Per-item :math:`(\sum_c n_{ic}, \sum_c n_{ic} x_c, \sum_c n_{ic} x_c^2)`; ``x`` is each row's value."""
     weight = counts.astype(np.float64)
     out = np.empty((n_items, 3), dtype=np.float64)

@@ -8,7 +8,7 @@ first: κx, normalized κx and the IRR comparison of the same pair align once.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -54,11 +54,9 @@ def on_one_index(x: R, y: R) -> tuple[R, R]:
                                               np.asarray(y.item_labels, dtype=object)]))
     if (joint.codes[:n_x] != np.arange(n_x)).any() or (joint.codes < 0).any():
         return x, y  # ids that are missing or repeat within x: leave the matching to align_items
-    make = cast(Any, type(x))  # Ratings(item_codes, rater_codes, value_codes, **labels)
-    x_on, y_on = (make(r.item_codes if r is x else joint.codes[n_x:][r.item_codes], r.rater_codes,
-                          r.value_codes, item_labels=joint.uniques, rater_labels=r.rater_labels,
-                          categories=r.categories, level=r.level, n_dropped_missing=r.n_dropped_missing)
-                  for r in (x, y))
+    # each replication rebuilds itself (a count table from its rows, a long table from its judgements)
+    x_on = cast(R, x.on_item_index(np.arange(n_x, dtype=np.int64), joint.uniques))
+    y_on = cast(R, y.on_item_index(joint.codes[n_x:], joint.uniques))
     keep_pair_entry(x, "_one_index", y, x_on, y_on)
     return x_on, y_on
 

@@ -139,6 +139,21 @@ def assemble(items: Column, raters: Column, values: Column, *, level: Level, cat
             "categories": cats, "level": level, "n_dropped_missing": n_missing}
 
 
+def slots_within_items(items: Column, values: Column) -> tuple[IntArray, int]:
+    """Each row's position among its item's labelled rows, in row order (a stable sort), and the largest count.
+
+    The placeholder raters of a long table without a rater column; a row without a label (dropped by the build)
+    leaves no gap in its item's numbering.
+    """
+    item_codes = np.where(values.codes >= 0, np.asarray(items.codes, dtype=np.int64), items.n_uniques)
+    order = np.argsort(item_codes, kind="stable")
+    sorted_items = item_codes[order]
+    per_item = np.bincount(sorted_items, minlength=items.n_uniques + 1)
+    slots = np.empty(item_codes.size, dtype=np.int64)
+    slots[order] = np.arange(item_codes.size, dtype=np.int64) - (np.cumsum(per_item) - per_item)[sorted_items]
+    return slots, int(per_item[:-1].max(initial=0))
+
+
 def resolve_duplicates(item_codes: IntArray, rater_codes: IntArray, n_raters: int, policy: DuplicatePolicy,
                        rows: IntArray | None, items: Column, raters: Column, row_labels: Any) -> IntArray | None:
     """Positions of the judgements to keep; None when no (item, rater) pair repeats.

@@ -19,8 +19,13 @@ Level = Literal["nominal", "ordinal", "interval", "ratio"]
 IntArray = npt.NDArray[np.int64]
 
 
-def count_table(data: Any, what: str) -> tuple[IntArray, list[Any] | None, list[Any] | None]:
-    """A 2-D table of non-negative integer counts, with its row and column labels when it is a DataFrame."""
+def count_table(data: Any, what: str, fractional: bool = False,
+                ) -> tuple[npt.NDArray[Any], list[Any] | None, list[Any] | None]:
+    """A 2-D table of non-negative integer counts, with its row and column labels when it is a DataFrame.
+
+    ``fractional``: non-integer (weighted) counts are accepted too; the table is then float64 unless every count
+    is an integer.
+    """
     rows: list[Any] | None = None
     columns: list[Any] | None = None
     if hasattr(data, "to_numpy") and hasattr(data, "columns"):
@@ -33,15 +38,17 @@ def count_table(data: Any, what: str) -> tuple[IntArray, list[Any] | None, list[
         raise InputError(f"The {what} must hold numbers (counts).", Reason.NON_NUMERIC_VALUE) from None
     if table.ndim != 2 or table.size == 0:
         raise InputError(f"The {what} must be a non-empty 2-D table; got shape {table.shape}.", Reason.EMPTY_INPUT)
-    bad = np.argwhere(~np.isfinite(table) | (table < 0) | (table != np.round(table)))
+    whole = table == np.round(table)
+    bad = np.argwhere(~np.isfinite(table) | (table < 0) | (~whole if not fractional else False))
     if bad.size:
         i, j = (int(v) for v in bad[0])
         value = float(table[i, j])
-        raise InputError(f"The {what} must hold non-negative integer counts; cell ({i}, {j}) is {value!r}.",
+        kind = "non-negative finite" if fractional else "non-negative integer"
+        raise InputError(f"The {what} must hold {kind} counts; cell ({i}, {j}) is {value!r}.",
                          Reason.NON_NUMERIC_VALUE, row=i, value=value)
     if table.sum() == 0:
         raise InputError(f"The {what} has no rating (every count is 0).", Reason.EMPTY_INPUT)
-    return table.astype(np.int64), rows, columns
+    return (table.astype(np.int64) if whole.all() else table), rows, columns
 
 
 def contingency_judgements(table: Any, categories: Sequence[Any] | None, level: Level, raters: tuple[Any, Any],
@@ -77,14 +84,16 @@ def contingency_judgements(table: Any, categories: Sequence[Any] | None, level: 
 
 
 def count_rows(counts: Any, categories: Sequence[Any] | None, level: Level,
-               ) -> tuple[IntArray, IntArray, IntArray, np.ndarray, tuple[Any, ...]]:
+               ) -> tuple[IntArray, IntArray, npt.NDArray[Any], np.ndarray, tuple[Any, ...]]:
     """The non-zero cells of an items x categories count table: ``(item codes, category codes, counts, item
     labels, categories)``, rows without a rating dropped (the aggregated rows of ``Ratings.from_counts``).
 
-    Raises ``InputError`` on a table that is not one of non-negative integer counts and on an item id repeated in
+    The counts are integers, or floats when the table holds a non-integer (weighted) count.
+
+    Raises ``InputError`` on a table that is not one of non-negative finite counts and on an item id repeated in
     a DataFrame's index; ``ParameterError`` on ``categories`` of the wrong length or type.
     """
-    table, row_labels, column_labels = count_table(counts, "count table")
+    table, row_labels, column_labels = count_table(counts, "count table", fractional=True)
     cats = count_categories(column_labels if categories is None else categories, table.shape[1], level,
                             "Ratings.from_counts")
     rated = table.sum(axis=1) > 0

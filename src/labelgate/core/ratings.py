@@ -34,6 +34,7 @@ from labelgate.core.build import (
     check_ids,
     require_columns,
     row_label,
+    slots_within_items,
 )
 from labelgate.core.cached import cached_statistic
 from labelgate.core.categories import Level, contingency_judgements, count_rows, resolve_categories
@@ -44,7 +45,7 @@ from labelgate.core.parallel import run_steps
 from labelgate.core.pools import pool_arguments
 from labelgate.core.statistics import MAX_COUNT_CELLS, FloatArray, IntArray, SufficientStatistics
 from labelgate.core.statistics import _moments as _moments  # re-exported: the Dask kernels use it
-from labelgate.errors import InputError, Reason, check_option
+from labelgate.errors import DesignError, InputError, Reason, check_option
 
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
 #: The builders of set-valued (multi-label) ratings, level "set": installed by :mod:`labelgate.core.sets` (which
@@ -130,7 +131,7 @@ class Ratings(SufficientStatistics):
 
     # ------------------------------------------------------------------ builders
     @classmethod
-    def from_long(cls, data: Any, item: str = "item_id", rater: str = "rater_id", value: str = "label", *,
+    def from_long(cls, data: Any, item: str = "item_id", rater: str | None = "rater_id", value: str = "label", *,
                   level: Level | Literal["set"] = "nominal", categories: Sequence[Any] | None = None,
                   duplicates: DuplicatePolicy = "error", missing: MissingPolicy = "drop",
                   distance: str | None = None, sep: str | None = None) -> Ratings:
@@ -146,7 +147,16 @@ class Ratings(SufficientStatistics):
             Python strings of one length) are coded from their bytes without
             hashing strings (:mod:`labelgate.core.strings`).
         item, rater, value : str
-            Column names of the item id, rater id and label.
+            Column names of the item id, rater id and label. ``rater=None``:
+            the table has no rater column — each row is an (item, label) pair,
+            as the xRR tool reads them. The raters are then numbered within each
+            item in row order (placeholder raters, :class:`RaterSlot`): they are
+            taken as **exchangeable**, the ``k``-th rating of one item and of
+            another are not the same person, so the coefficients that need rater
+            identity (Conger's, Cohen's κ, the crossed-model correlations) refuse
+            these ratings as they refuse a count table, and everything else
+            equals the same ratings with any rater ids. Level ``"set"`` needs a
+            rater column.
         level : {"nominal", "ordinal", "interval", "ratio", "set"}, default "nominal"
             Measurement level of the label. ``"set"``: each label is a set of
             categories (multi-label), compared by ``distance``; the result is a
@@ -175,11 +185,18 @@ class Ratings(SufficientStatistics):
             category, non-numeric value for interval/ratio, duplicate judgement.
         """
         if level == "set" or distance is not None or sep is not None:
+            if rater is None:
+                raise InputError("Ratings.from_long: label sets (level 'set') need a rater column; rater=None "
+                                 "numbers raters within items, which a set distance between raters cannot use.",
+                                 Reason.MISSING_COLUMN)
             return MULTI_LABEL["from_long"](data, item, rater, value, level=level, distance=distance, sep=sep,
                                             categories=categories, duplicates=duplicates, missing=missing)
         check_option(level, LEVELS, "level", "Ratings.from_long")
         check_option(duplicates, ("error", "first", "last"), "duplicates", "Ratings.from_long")
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
+        if rater is None:
+            return cls._from_item_label_pairs(data, item, value, level=level, categories=categories,
+                                              missing=missing)
         require_columns(data, (("item", item), ("rater", rater), ("value", value)))
         row_labels = getattr(data, "index", None)
         names = (item, rater, value)
@@ -280,6 +297,18 @@ class Ratings(SufficientStatistics):
         """
         return MULTI_LABEL["from_boxes"](data, item, rater, x, y, width, height, label,
                                          iou=iou)
+    def _from_item_label_pairs(cls, data: Any, item: str, value: str, *, level: Level,
+                               categories: Sequence[Any] | None, missing: MissingPolicy) -> Ratings:
+        """:meth:`from_long` without a rater column: placeholder raters numbered within each item, in row order."""
+        require_columns(data, (("item", item), ("value", value)))
+        row_labels = getattr(data, "index", None)
+        items = factorize(data[item], ordered=True)
+        values = factorize(data[value], ordered=False)
+        check_ids(((item, items),), row_labels)
+        slots, n_slots = slots_within_items(items, values)
+        raters = Column(slots, np.asarray([RaterSlot(k) for k in range(max(n_slots, 1))], dtype=object))
+        return cls(**assemble(items, raters, values, level=level, categories=categories, duplicates="error",
+                              missing=missing, value_column=value, row_labels=row_labels))
 
     @classmethod
     def from_wide(cls, data: Any, *, level: Level = "nominal", categories: Sequence[Any] | None = None,
@@ -380,8 +409,14 @@ class Ratings(SufficientStatistics):
         Parameters
         ----------
         counts : DataFrame, 2-D array or nested sequence
-            Non-negative integer counts, items x categories. A DataFrame's
+            Non-negative counts, items x categories. A DataFrame's
             index gives the item ids and its columns the categories.
+            Non-integer (weighted) counts are accepted, as statsmodels'
+            ``fleiss_kappa`` accepts them: percent agreement, Brennan–Prediger,
+            Fleiss' κ / Scott's π, Gwet's AC1/AC2 and Krippendorff's α are
+            defined on them (algebraic in the counts); specific agreement, SPA,
+            the pair functions and everything that reads single judgements
+            refuse them (``DesignError``; docs/metrics.md).
         categories : sequence, optional
             The q categories of the columns, in order. Default: the
             DataFrame's columns, else ``0..q-1``.
@@ -391,7 +426,7 @@ class Ratings(SufficientStatistics):
         Raises
         ------
         InputError
-            Not a table of non-negative integer counts, no count, or a repeated item id in the index.
+            Not a table of non-negative finite counts, no count, or a repeated item id in the index.
         ParameterError
             ``categories`` of the wrong length, with duplicates, or not numbers for interval/ratio.
 
@@ -422,7 +457,8 @@ class Ratings(SufficientStatistics):
 
         Parameters
         ----------
-        item_codes, category_codes, counts : 1-D integer arrays of equal length
+        item_codes, category_codes, counts : 1-D arrays of equal length (integer codes; integer counts, or
+            floating counts for weighted judgements as in :meth:`from_counts`)
             The rows: item code (a position in ``item_labels``), category code (a position in ``categories``)
             and the number of judgements (non-negative).
         item_labels : sequence
@@ -461,22 +497,59 @@ class Ratings(SufficientStatistics):
                                  n_dropped_missing=n_dropped_missing)
 
     def subset_items(self, item_codes: npt.ArrayLike) -> Ratings:
-        """Ratings restricted to the given item codes (codes and labels are kept)."""
+        """The judgements of the given items only, on an item axis of these items alone.
+
+        The kept items are renumbered ``0..m-1`` in their code order and keep their ids (``item_labels``, made
+        only when read, as the original's); the raters, categories and level are kept. So a design restricted to
+        its complete items *is* complete (``lg.icc`` accepts it), and ``n_items`` counts the chosen items only.
+        Two subsets no longer share an item index: pair functions then match their items by id.
+
+        Examples
+        --------
+        >>> import labelgate as lg
+        >>> r = lg.Ratings.from_wide([[1, 2], [2, None], [3, 3]], level="interval")
+        >>> sub = r.subset_items([0, 2])
+        >>> sub.n_items, list(sub.item_labels), round(float(lg.icc(sub, "A1")), 4)
+        (2, [0, 2], 0.8)
+        """
         wanted = np.zeros(self.n_items, dtype=bool)
         wanted[np.asarray(item_codes, dtype=np.int64)] = True
         rows = wanted[self.item_codes]
-        return Ratings(self.item_codes[rows], self.rater_codes[rows], self.value_codes[rows],
-                       item_labels=self.item_index, rater_labels=self.rater_labels,
+        return Ratings(self._new_item_codes(wanted)[self.item_codes[rows]], self.rater_codes[rows],
+                       self.value_codes[rows], item_labels=self._kept_index(wanted), rater_labels=self.rater_labels,
                        categories=self.categories, level=self.level)
 
-    def with_categories(self, categories: Sequence[Any]) -> Ratings:
-        """The same judgements re-coded on a superset of the current categories."""
+    def _new_item_codes(self, wanted: np.ndarray) -> IntArray:
+        """Code of each item on the axis of the ``wanted`` items (in code order; -1 for the others)."""
+        return np.where(wanted, np.cumsum(wanted) - 1, -1).astype(np.int64)
+
+    def _kept_index(self, wanted: np.ndarray) -> LabelIndex:
+        """The item index of the ``wanted`` items: the same index when all are kept; made lazily like this one."""
+        if wanted.all():
+            return self.item_index
+        kept, parent = np.flatnonzero(wanted), self.item_index
+        if parent.ready:
+            return LabelIndex(parent.labels[kept])
+        return LabelIndex(make=lambda: parent.labels[kept], size=kept.size)
+
+    def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Ratings:
+        """The same judgements on another item index: item code ``k`` becomes ``new_codes[k]``."""
+        return Ratings(new_codes[self.item_codes], self.rater_codes, self.value_codes, item_labels=item_labels,
+                       rater_labels=self.rater_labels, categories=self.categories, level=self.level,
+                       n_dropped_missing=self.n_dropped_missing)
+
+    def _category_remap(self, categories: Sequence[Any]) -> IntArray:
+        """New code of each current category in ``categories`` (a superset of the current ones)."""
         position = {c: i for i, c in enumerate(categories)}
         missing = [c for c in self.categories if c not in position]
         if missing:
             raise InputError(f"Categories {missing} are not in the new category list {list(categories)}.",
                              Reason.UNKNOWN_CATEGORY, value=missing[0])
-        remap = np.asarray([position[c] for c in self.categories], dtype=np.int64)
+        return np.asarray([position[c] for c in self.categories], dtype=np.int64)
+
+    def with_categories(self, categories: Sequence[Any]) -> Ratings:
+        """The same judgements re-coded on a superset of the current categories."""
+        remap = self._category_remap(categories)
         return Ratings(self.item_codes, self.rater_codes, remap[self.value_codes], item_labels=self.item_index,
                        rater_labels=self.rater_labels, categories=categories, level=self.level,
                        n_dropped_missing=self.n_dropped_missing)
@@ -503,13 +576,19 @@ class AggregatedRatings(Ratings):
         self.row_items, self.row_categories, self.row_counts = row_items, row_categories, row_counts
         self.item_labels, self.categories, self.level = item_labels, tuple(categories), level
         self.n_dropped_missing = n_dropped_missing
-        self._n_ratings = int(row_counts.sum())
-        self.rater_labels = np.asarray([RaterSlot(k) for k in range(int(self.ratings_per_item.max()))], dtype=object)
+        self._n_ratings = round(float(row_counts.sum()))
+        self.rater_labels = np.asarray([RaterSlot(k) for k in range(int(np.ceil(self.ratings_per_item.max())))],
+                                       dtype=object)
 
     @property
     def n_ratings(self) -> int:
-        """Number of judgements (the sum of the counts)."""
+        """Number of judgements (the sum of the counts; rounded to an integer for weighted counts)."""
         return self._n_ratings
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the counts are weighted (non-integer): there are then no single judgements to read."""
+        return bool(np.issubdtype(self.row_counts.dtype, np.floating))
 
     @cached_statistic
     def ratings_per_item(self) -> IntArray:
@@ -540,6 +619,11 @@ class AggregatedRatings(Ratings):
 
     @cached_statistic
     def _expanded(self) -> tuple[IntArray, IntArray, IntArray]:
+        if self.weighted:
+            raise DesignError("These ratings come from a count table with non-integer (weighted) counts, which has "
+                              "no single judgements; this metric reads them. The coefficients defined on weighted "
+                              "counts are percent_agreement, bennett_s, fleiss_kappa / scott_pi, gwet_ac and "
+                              "krippendorff_alpha.", Reason.INCOMPATIBLE_RATINGS)
         return expand_rows(self.row_items, self.row_categories, self.row_counts, self.ratings_per_item)
 
     @property
@@ -556,6 +640,29 @@ class AggregatedRatings(Ratings):
     def value_codes(self) -> IntArray:  # type: ignore[override]
         """Category code of each judgement (expanded from the rows on first use)."""
         return self._expanded[2]
+
+    def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Ratings:
+        """The same rows on another item index: item code ``k`` becomes ``new_codes[k]`` (still aggregated)."""
+        return AggregatedRatings(new_codes[self.row_items], self.row_categories, self.row_counts,
+                                 item_labels=item_labels, categories=self.categories, level=self.level,
+                                 n_dropped_missing=self.n_dropped_missing)
+
+    def subset_items(self, item_codes: npt.ArrayLike) -> Ratings:
+        """The rows of the given items only, on an item axis of these items alone (still aggregated)."""
+        wanted = np.zeros(self.n_items, dtype=bool)
+        wanted[np.asarray(item_codes, dtype=np.int64)] = True
+        keep = wanted[self.row_items]
+        if not keep.any():
+            raise InputError("The ratings are empty: no judgement with a value.", Reason.EMPTY_INPUT)
+        return AggregatedRatings(self._new_item_codes(wanted)[self.row_items[keep]], self.row_categories[keep],
+                                 self.row_counts[keep], item_labels=self._kept_index(wanted),
+                                 categories=self.categories, level=self.level)
+
+    def with_categories(self, categories: Sequence[Any]) -> Ratings:
+        """The same rows re-coded on a superset of the current categories (still aggregated)."""
+        return AggregatedRatings(self.row_items, self._category_remap(categories)[self.row_categories],
+                                 self.row_counts, item_labels=self.item_index, categories=categories,
+                                 level=self.level, n_dropped_missing=self.n_dropped_missing)
 
     @property
     def expanded(self) -> bool:

@@ -58,6 +58,14 @@ class SufficientStatistics:
     def item_labels(self, labels: np.ndarray | LabelIndex) -> None:
         self.item_index = LabelIndex.of(labels)
 
+    def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Any:
+        """The same judgements on another item index: item code ``k`` becomes ``new_codes[k]``.
+
+        Each subclass rebuilds itself with its own constructor (a `Ratings` from per-judgement codes, an
+        aggregated `Ratings` from its rows), so code that re-indexes items never needs to know which it has.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be put on another item index")
+
     def shares_items_with(self, other: SufficientStatistics) -> bool:
         """Whether ``other`` has the same item index (pools of one table): items then align by code."""
         return same_index(self.item_index, other.item_index)

@@ -21,6 +21,8 @@ from labelgate.metrics.spans import matched_iou, span_f1
 from labelgate.metrics.variance import VarianceComponents, item_icc, labeler_icc, variance_components
 from labelgate.metrics.xcc import cross_correlation, disattenuated_correlation
 
+from labelgate.metrics import weights  # isort: skip  (the public module of the weightings: lg.weights)
+
 __all__ = [
     "METRICS",
     "METRICS_BY_NAME",
@@ -53,4 +55,5 @@ __all__ = [
     "spearman_brown",
     "specific_agreement",
     "variance_components",
+    "weights",
 ]

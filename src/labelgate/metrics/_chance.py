@@ -28,7 +28,7 @@ from labelgate.metrics._items import (
     require_rater_identity,
     view,
 )
-from labelgate.metrics.weights import Weights, weight_matrix
+from labelgate.metrics.weights import Weights, unordered_weights
 
 
 def _explain_chance(point: Components) -> tuple[Reason, str] | None:
@@ -101,6 +101,8 @@ def _integer_marginal_totals(v: ItemView, marginal: np.ndarray, pooled: bool) ->
     \frac{1}{L} \sum_i r_{ik} (L / r_i)`, an integer sum divided once (pooled: ``L = 1`` on every marginal item).
     The result is the exact value rounded once. It applies while the integer sum stays below :math:`2^{53}`.
     """
+    if not np.issubdtype(v.int_counts.dtype, np.integer):  # weighted counts: the float sums are the only ones
+        return None
     if marginal is v.pairable:
         least = 2
     elif marginal is v.shared.get("rated"):
@@ -191,12 +193,20 @@ def build_percent_agreement(r: Ratings, codes: IntArray | None = None, weights: 
         p_o, n_pair = _observed(sums[0])
         return {"value": p_o, "n_pairable": n_pair}
 
-    return _lazy_stat(v, weight_matrix(r, weights, "percent_agreement"), finalize)
+    w, note = unordered_weights(r, weights, "percent_agreement")
+    return _noted(_lazy_stat(v, w, finalize), note)
+
+
+def _noted(stat: ItemStatistic, note: str | None) -> ItemStatistic:
+    """``stat`` with the note of symmetrised weights in its details (see :func:`unordered_weights`)."""
+    if note:
+        stat.details["weights_note"] = note
+    return stat
 
 
 def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity") -> ItemStatistic:
     v = view(r, codes)  # no marginals: single-rated items play no part
-    w = weight_matrix(r, weights, "bennett_s")
+    w, note = unordered_weights(r, weights, "bennett_s")
     p_e = float(w.sum()) / r.n_categories**2
 
     def finalize(sums: list[np.ndarray]) -> Components:
@@ -204,13 +214,13 @@ def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights 
         return {"value": chance_corrected(p_o, np.full_like(p_o, p_e)), "p_o": p_o,
                 "p_e": np.full_like(p_o, p_e), "n_pairable": n_pair}
 
-    return _lazy_stat(v, w, finalize)
+    return _noted(_lazy_stat(v, w, finalize), note)
 
 
 def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
                        marginals: Marginals = "all_rated_items", function: str = "fleiss_kappa") -> ItemStatistic:
     v = _axis(r, codes, marginals, function)
-    w = weight_matrix(r, weights, function)
+    w, note = unordered_weights(r, weights, function)
     on = v.marginal_items(marginals)
     pooled = marginals == "pairable_items"  # the pre-handbook definition pooled the ratings (Fleiss 1971)
 
@@ -218,13 +228,13 @@ def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
         pi = _classification_probabilities(sums[0], sums[1], pooled)
         return _chance_components(sums, np.einsum("bc,ck,bk->b", pi, w, pi))
 
-    return _lazy_stat(v, w, finalize, on, pooled)
+    return _noted(_lazy_stat(v, w, finalize, on, pooled), note)
 
 
 def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
                   marginals: Marginals = "all_rated_items") -> ItemStatistic:
     v = _axis(r, codes, marginals, "gwet_ac")
-    w = weight_matrix(r, weights, "gwet_ac")
+    w, note = unordered_weights(r, weights, "gwet_ac")
     q = r.n_categories
     on = v.marginal_items(marginals)
     scale = float(w.sum()) / (q * (q - 1)) if q > 1 else np.nan
@@ -233,14 +243,14 @@ def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = 
         pi = _classification_probabilities(sums[0], sums[1])
         return _chance_components(sums, scale * (pi * (1.0 - pi)).sum(axis=1))
 
-    return _lazy_stat(v, w, finalize, on, False)
+    return _noted(_lazy_stat(v, w, finalize, on, False), note)
 
 
 def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
                        function: str = "conger_kappa", marginals: Marginals = "all_rated_items") -> ItemStatistic:
     require_rater_identity(r, function)  # rater-specific marginals: positions on an item are not raters
     v = _axis(r, codes, marginals, function)
-    w = weight_matrix(r, weights, function)
+    w, note = unordered_weights(r, weights, function)
     n_raters, q = r.n_raters, r.n_categories
     on = v.marginal_items(marginals)
 
@@ -248,8 +258,43 @@ def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
         p_e, active = conger_chance(sums[1].reshape(-1, n_raters, q), w)
         return {**_chance_components(sums, p_e), "n_raters": active}
 
-    return _stat(v, None, finalize, build_blocks=lambda: [_observed_block(v, w, on), rater_category_block(v, on)],
-                 totals=[_observed_totals(v, w, on), rater_category_totals(v, on)])
+    return _noted(_stat(v, None, finalize,
+                        build_blocks=lambda: [_observed_block(v, w, on), rater_category_block(v, on)],
+                        totals=[_observed_totals(v, w, on), rater_category_totals(v, on)]), note)
+
+
+def order_cohen_kappa(stat: ItemStatistic, r: Ratings, codes: IntArray | None, skew: FloatArray) -> ItemStatistic:
+    r"""Cohen's κ of two ordered raters under an asymmetric matrix :math:`W = S + A` from its statistic under the
+    symmetric part :math:`S` (``stat``, with pairable-item marginals), :math:`A = (W - W^\top)/2` (``skew``).
+
+    With :math:`a_i, b_i` the first and second rater's categories of item ``i`` and :math:`p_1, p_2` their
+    marginal distributions, :math:`p_o = \frac{1}{n}\sum_i w_{a_i b_i} = p_o^S + \frac{1}{n}\sum_i A_{a_i b_i}` and
+    :math:`p_e = p_1^\top W p_2 = p_e^S + p_1^\top A p_2` (irrCAC's ``kappa2_table`` on the contingency table).
+    The per-item :math:`A_{a_i b_i}` is one more block, so the item bootstrap resamples it with the rest.
+    """
+    v = view(r, codes, min_ratings=2)
+    rows, axis_pos = v.rows_on_axis()
+    category = np.zeros((v.codes.size, 2), dtype=np.int64)
+    category[axis_pos, r.rater_codes[rows]] = r.value_codes[rows]
+    extra = (skew[category[:, 0], category[:, 1]] * v.pairable)[:, None]
+    q = r.n_categories
+    build, base = stat.build_blocks, stat.finalize
+
+    def finalize(sums: list[np.ndarray]) -> Components:
+        parts = base(sums[:2])
+        p_o = parts["p_o"] + safe_ratio(sums[2][:, 0], sums[0][:, 1])
+        marginal = sums[1].reshape(-1, 2, q)
+        p = safe_ratio(marginal, marginal.sum(axis=2, keepdims=True))
+        p_e = parts["p_e"] + np.einsum("bc,ck,bk->b", p[:, 0], skew, p[:, 1])
+        return {**parts, "value": chance_corrected(p_o, p_e), "p_o": p_o, "p_e": p_e}
+
+    stat.finalize = finalize
+    stat.build_blocks = lambda: [*(build() if build else []), extra]
+    stat.blocks = None
+    stat.totals = [*(stat.totals or []), extra.sum(axis=0)]
+    stat.details.pop("weights_note", None)
+    stat.details["weights_order"] = "asymmetric weights: rows are the first rater's categories"
+    return stat
 
 
 def conger_chance(rater_counts: np.ndarray, w: FloatArray) -> tuple[np.ndarray, np.ndarray]:

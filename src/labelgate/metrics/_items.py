@@ -61,7 +61,8 @@ class ItemView:
         """Ratings per axis item as integers (the Ratings' own on the whole view)."""
         cached = self.shared.get("int_n")
         if cached is None:
-            cached = self.ratings.ratings_per_item if self.shared.get("whole") else self.n.astype(np.int64)
+            cached = self.ratings.ratings_per_item if self.shared.get("whole") else self.n.astype(
+                self.ratings.ratings_per_item.dtype)  # floats for weighted counts
             self.shared["int_n"] = cached
         return cached
 
@@ -88,7 +89,7 @@ class ItemView:
     def n_ratings_pairable(self) -> int:
         if "n_ratings_pairable" not in self.shared:
             # an integer dot product: exact like the masked float sum it replaces, without the gathered copy
-            self.shared["n_ratings_pairable"] = int(np.dot(self.int_n, self.pairable))
+            self.shared["n_ratings_pairable"] = round(float(np.dot(self.int_n, self.pairable)))
         return int(self.shared["n_ratings_pairable"])
 
     def marginal_items(self, marginals: Marginals) -> np.ndarray:
@@ -356,7 +357,17 @@ def require_rater_identity(r: Ratings, function: str) -> None:
     """
     if r.n_raters and isinstance(r.rater_labels[0], RaterSlot):
         raise DesignError(f"{function} needs to know which rater gave each rating (rater-specific marginals), "
-                          "but these ratings come from an items x categories count table "
-                          "(Ratings.from_counts), which has no rater identity. Use fleiss_kappa, gwet_ac, "
+                          "but these ratings have no rater identity: they come from an items x categories count "
+                          "table (Ratings.from_counts / from_aggregates) or a long table without a rater column "
+                          "(Ratings.from_long(rater=None)). Use fleiss_kappa, gwet_ac, "
                           "bennett_s or krippendorff_alpha, or build the Ratings with from_long / from_wide / "
                           "from_contingency.", Reason.INCOMPATIBLE_RATINGS, function=function)
+
+
+def require_whole_counts(r: Ratings, function: str, why: str) -> None:
+    """Refuse a count table with non-integer (weighted) counts in a coefficient not defined on them (``why``)."""
+    if getattr(r, "weighted", False):
+        raise DesignError(f"{function} is not defined on a count table with non-integer (weighted) counts: {why}. "
+                          "The coefficients defined on weighted counts are percent_agreement, bennett_s, "
+                          "fleiss_kappa / scott_pi, gwet_ac and krippendorff_alpha.", Reason.INCOMPATIBLE_RATINGS,
+                          function=function)

@@ -39,6 +39,7 @@ from labelgate.metrics._chance import (
     build_gwet_ac,
     build_percent_agreement,
     conger_chance,
+    order_cohen_kappa,
 )
 from labelgate.metrics._engine import (
     Components,
@@ -50,10 +51,17 @@ from labelgate.metrics._engine import (
     jackknife_components,
     safe_ratio,
 )
-from labelgate.metrics._items import Marginals, excluded_single, pairable_counts, require_rater_identity, view
+from labelgate.metrics._items import (
+    Marginals,
+    excluded_single,
+    pairable_counts,
+    require_rater_identity,
+    require_whole_counts,
+    view,
+)
 from labelgate.metrics._linear import linearized_se
 from labelgate.metrics._resamples import make_rng
-from labelgate.metrics.weights import Weights
+from labelgate.metrics.weights import Weights, weight_matrix
 
 __all__ = ["bennett_s", "build_bennett_s", "build_conger_kappa", "build_fleiss_kappa", "build_gwet_ac",
            "build_percent_agreement", "cohen_kappa", "conger_chance", "conger_kappa", "fleiss_kappa", "gwet_ac",
@@ -75,8 +83,11 @@ def percent_agreement(r: Ratings, weights: Weights = "identity", *, ci: float | 
         ``"radical"``, ``"ratio"``, ``"circular"``, ``"bipolar"`` on the
         category positions ``x`` (ranks 1..q for nominal/ordinal labels, values
         for interval/ratio; e.g. linear credit ``1 - |x_c - x_k| / (x_max - x_min)``;
-        every formula in :mod:`labelgate.metrics.weights`), or a q x q matrix
-        in the category order: symmetric, 1 on the diagonal, credits in [0, 1].
+        every formula in :mod:`labelgate.metrics.weights`; ``"nominal"`` is
+        ``"identity"``), or a q x q matrix in the category order: 1 on the
+        diagonal, credits in [0, 1]. An asymmetric matrix enters through its
+        symmetric part (pairs of ratings have no order; ``details["weights_note"]``
+        says so) except in :func:`cohen_kappa`, whose raters are ordered.
     ci : float, optional
         Confidence level of the item-bootstrap interval (e.g. 0.95).
     n_boot : int, default 2000
@@ -269,12 +280,18 @@ def conger_kappa(r: Ratings, weights: Weights = "identity", *, marginals: Margin
 
 def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
                 seed: Any = None, ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
-    """Cohen's kappa (weighted with any weighting of :func:`percent_agreement`) for exactly two raters.
+    r"""Cohen's kappa (weighted with any weighting of :func:`percent_agreement`) for exactly two raters.
 
     Uses the items both raters judged, for the marginals too; equals
     scikit-learn's ``cohen_kappa_score`` on those pairs. This is
     :func:`conger_kappa` with ``marginals="pairable_items"`` (Conger's default
     also uses the items only one of the two raters judged).
+
+    ``weights`` may be an asymmetric matrix: the raters are ordered, the first
+    of ``r.rater_labels`` (the rows of :meth:`Ratings.from_contingency`) giving
+    the row category, so :math:`p_o = \sum_{kl} w_{kl} p_{kl}` and
+    :math:`p_e = \sum_{kl} w_{kl} p_{k\cdot} p_{\cdot l}` (irrCAC's
+    ``kappa2_table``).
 
     Raises
     ------
@@ -295,7 +312,11 @@ def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None =
         raise DesignError(f"cohen_kappa needs exactly two raters; these ratings have {r.n_raters}. "
                           "Use conger_kappa for more raters (it equals Cohen's kappa for two).",
                           Reason.WRONG_RATER_COUNT, n_raters=r.n_raters)
-    stat = build_conger_kappa(r, weights=weights, function="cohen_kappa", marginals="pairable_items")
+    w = weight_matrix(r, weights, "cohen_kappa")
+    skew = (w - w.T) / 2.0
+    stat = build_conger_kappa(r, weights=w - skew, function="cohen_kappa", marginals="pairable_items")
+    if np.any(skew):  # the two raters are ordered: an asymmetric matrix counts as it is
+        stat = order_cohen_kappa(stat, r, None, skew)
     return evaluate("cohen_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
@@ -324,6 +345,8 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     {1: 0.0, 2: 0.82, 3: 0.0}
     """
     check_bootstrap_args(ci, n_boot, seed, "specific_agreement", ci_method)
+    require_whole_counts(r, "specific_agreement", "a count below 1 makes n_ik (n_ik - 1) negative, so SA_k is no "
+                         "longer a share of agreeing pairs")
     v = view(r)
     on = pairable_counts(v)
     blocks = [on * (on - 1.0), on * (v.n - 1.0)[:, None]]

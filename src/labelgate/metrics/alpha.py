@@ -31,6 +31,7 @@ from labelgate.metrics._engine import (
 )
 from labelgate.metrics._items import ItemView, excluded_single, pairable_counts, square_sums, view
 from labelgate.metrics.agreement import build_conger_kappa
+from labelgate.metrics.weights import Weights, symmetric_part, weight_matrix
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -71,16 +72,54 @@ def ordinal_distance(marginals: np.ndarray) -> np.ndarray:
     return (between - half) ** 2
 
 
-def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
-    """Krippendorff's alpha on an item axis (default: pairable items of ``r``)."""
+def build_alpha(r: Ratings, codes: IntArray | None = None, weights: Weights | None = None) -> ItemStatistic:
+    """Krippendorff's alpha on an item axis (default: pairable items of ``r``).
+
+    ``weights`` None: the distance of ``r.level``; otherwise the distance :math:`1 - w_{kl}` of the weighting
+    (the symmetric part of an asymmetric matrix: α pairs ratings without order). ``details`` name the metric and
+    where it came from.
+    """
+    if weights is None:
+        stat = _alpha_of_level(r, codes)
+        stat.details.update({"distance": r.level, "distance_from": "level"})
+        return stat
+    w, note = symmetric_part(weight_matrix(r, weights, "krippendorff_alpha"), "krippendorff_alpha")
+    name = weights if isinstance(weights, str) else "custom"
+    v = view(r, codes)
+    if name == "quadratic":  # 1 - w is the squared difference up to a factor, which alpha does not see: moments
+        stat = _alpha_interval(v)
+    else:
+        inv = np.zeros_like(v.n)
+        np.divide(1.0, v.n - 1.0, out=inv, where=v.pairable)
+        if name in ("identity", "nominal"):
+            stat = _alpha_nominal(r, v, inv)
+        else:
+            stat = _alpha_matrix(r, v, inv, 1.0 - w)
+    stat.details.update({"distance": f"1 - w ({name} weights)", "distance_from": "weights", "weights": name})
+    if note:
+        stat.details["weights_note"] = note
+    return stat
+
+
+def _alpha_matrix(r: Ratings, v: ItemView, inv: FloatArray, delta: FloatArray) -> ItemStatistic:
+    r"""α under a fixed distance matrix: each item's :math:`n_i^\top \Delta n_i / (n_i - 1)` and the marginals."""
+    counts = pairable_counts(v)
+    within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
+    return ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
+                         n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
+                         explain=_explain_distance)
+
+
+def _alpha_of_level(r: Ratings, codes: IntArray | None) -> ItemStatistic:
+    """α with the distance of the measurement level (Krippendorff 2004)."""
     v = view(r, codes)
     on = v.pairable
-    if isinstance(r, SetRatings):  # label sets: the level's distance between the distinct sets observed
-        return _alpha_matrix(r, v, r.set_distances)
     if r.level == "interval":
         return _alpha_interval(v)
     inv = np.zeros_like(v.n)
     np.divide(1.0, v.n - 1.0, out=inv, where=on)
+    if isinstance(r, SetRatings):  # label sets: the level's distance between the distinct sets observed
+        return _alpha_matrix(r, v, inv, r.set_distances)
     if r.level == "nominal":
         return _alpha_nominal(r, v, inv)
     counts = pairable_counts(v)
@@ -103,18 +142,7 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
                              n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
                              n_items_excluded=excluded_single(r), explain=_explain_distance)
 
-    return _alpha_matrix(r, v, ratio_distance(r.category_values))
-
-
-def _alpha_matrix(r: Ratings, v: ItemView, delta: FloatArray) -> ItemStatistic:
-    r"""α under a fixed q x q distance ``delta``: the within-item sums :math:`n_i^\top \Delta n_i / (n_i - 1)`."""
-    inv = np.zeros_like(v.n)
-    np.divide(1.0, v.n - 1.0, out=inv, where=v.pairable)
-    counts = pairable_counts(v)
-    within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
-    return ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
-                         n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
-                         explain=_explain_distance)
+    return _alpha_matrix(r, v, inv, ratio_distance(r.category_values))
 
 
 def _distance_finalize(delta: np.ndarray) -> Any:
@@ -199,10 +227,10 @@ def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray, sc
     return {"value": one_minus_ratio(d_o, d_e), "d_o": d_o, "d_e": d_e, "n_pairable": np.where(n > 0, n, 0.0)}
 
 
-def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
-                       ci_method: str = DEFAULT_CI_METHOD,
+def krippendorff_alpha(r: Ratings, weights: Weights | None = None, *, ci: float | None = None,
+                       n_boot: int = DEFAULT_N_BOOT, seed: Any = None, ci_method: str = DEFAULT_CI_METHOD,
                        ) -> Estimate:
-    r"""Krippendorff's alpha with the distance of ``r.level``; missing data allowed.
+    r"""Krippendorff's alpha with the distance of ``r.level``, or of a weighting; missing data allowed.
 
     .. math::
 
@@ -217,18 +245,41 @@ def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     ``((c - k)/(c + k))^2``; set (multi-label) the Jaccard or MASI distance
     between the two label sets (:mod:`labelgate.core.sets`). Interval alpha is computed from per-item moments,
     so continuous labels need no category table.
-    ``ci``, ``n_boot``, ``seed``, ``ci_method``: the item-bootstrap interval,
-    as in :func:`labelgate.percent_agreement`.
+
+    With ``weights`` the distance is :math:`\delta_{kl} = 1 - w_{kl}` instead: Gwet's (2014) weighted α, irrCAC's
+    ``krippen_alpha`` / ``CAC(..., weights=...).krippendorff()``. ``"quadratic"`` is interval α, ``"identity"``
+    nominal α, ``"ratio"``, ``"circular"`` and ``"bipolar"`` Krippendorff's metrics of those names on the
+    category positions; ``"ordinal"`` is the handbook's rank weighting, *not* Krippendorff's frequency-based
+    ordinal metric (which ``level="ordinal"`` without ``weights`` gives).
+
+    Parameters
+    ----------
+    r : Ratings
+    weights : str or array-like, optional
+        None (default): the distance of the level the `Ratings` was built with — the caller's choice; the
+        constructors' default level is ``"nominal"`` whatever the labels look like, so numeric labels alone never
+        make α interval. Otherwise one of the handbook's weightings (:data:`labelgate.weights.WEIGHTS`;
+        ``"nominal"`` is ``"identity"``) on the category positions of :func:`labelgate.weights.category_positions`,
+        or a q x q matrix of credits (validated as for :func:`labelgate.percent_agreement`; an asymmetric
+        matrix enters through its symmetric part :math:`(W + W^\top)/2`, as α pairs ratings without order,
+        which ``details["weights_note"]`` says). ``details["distance"]`` and ``details["distance_from"]``
+        (``"level"`` or ``"weights"``) state the metric used.
+    ci, n_boot, seed, ci_method
+        The item-bootstrap interval, as in :func:`labelgate.percent_agreement`.
 
     Examples
     --------
     >>> import labelgate as lg
     >>> r = lg.Ratings.from_wide([[1, 1, None], [2, 2, 2], [3, 3, 1], [None, 4, 4]], level="interval")
-    >>> round(float(lg.krippendorff_alpha(r)), 4)
-    0.7025
+    >>> est = lg.krippendorff_alpha(r)
+    >>> round(float(est), 4), est.details["distance"], est.details["distance_from"]
+    (0.7025, 'interval', 'level')
+    >>> round(float(lg.krippendorff_alpha(r, "identity")), 4), round(float(lg.krippendorff_alpha(r, "linear")), 4)
+    (0.7568, 0.7049)
     """
     check_bootstrap_args(ci, n_boot, seed, "krippendorff_alpha", ci_method)
-    return evaluate("krippendorff_alpha", build_alpha(r), ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
+    return evaluate("krippendorff_alpha", build_alpha(r, weights=weights), ci=ci, n_boot=n_boot, seed=seed,
+                    ci_method=ci_method)
 
 
 IotaDistance = Literal["nominal", "interval"]

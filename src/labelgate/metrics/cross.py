@@ -48,6 +48,7 @@ from labelgate.metrics._items import (
     item_sizes,
     item_statistics,
     n_ratings_of,
+    require_whole_counts,
 )
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
@@ -80,6 +81,8 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
     if not isinstance(x, Ratings) or not isinstance(y, Ratings):
         raise ParameterError(f"{function} takes two Ratings (one per replication); got "
                              f"{type(x).__name__} and {type(y).__name__}.", parameter="x")
+    for r in (x, y):
+        require_whole_counts(r, function, "pair functions are validated on counts of judgements only")
     if isinstance(x, SetRatings) or isinstance(y, SetRatings):  # before on_one_index, which copies by x's type
         if x.level != y.level:
             raise InputError(f"The two replications have different levels ({x.level!r} vs {y.level!r}).",

@@ -35,6 +35,7 @@ from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import Ratings
 from labelgate.errors import DesignError, Reason, check_option
 from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics._items import require_rater_identity
 from labelgate.metrics._lazy import lazy
 from labelgate.metrics.variance import level_of, numeric_values
 
@@ -128,8 +129,40 @@ def _interval(form: str, ms: dict[str, float], value: float, level: float) -> tu
     return low * k / (1 + low * (k - 1)), up * k / (1 + up * (k - 1))
 
 
-def icc(r: Ratings, form: Form = "A1", *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
-        ) -> Estimate:
+MissingPolicy = Literal["raise", "omit"]
+
+
+def complete_items(r: Ratings, function: str = "icc") -> tuple[Ratings, int]:
+    """The items every rater (with a rating) rated, as a complete design, and the number of rated items left out.
+
+    Raters without a rating are dropped from the rater axis; the kept items keep their ids.
+
+    Raises
+    ------
+    DesignError
+        When no item is rated by every rater.
+    """
+    active = r.rater_counts.sum(axis=1) > 0
+    k = int(active.sum())
+    per_item = r.ratings_per_item
+    complete = np.flatnonzero(per_item == k)
+    omitted = int(np.count_nonzero(per_item > 0)) - complete.size
+    if complete.size == 0:
+        raise DesignError(f"{function}(missing='omit'): no item is rated by all {k} raters, so no complete item is "
+                          "left. For sparse crowd designs use labelgate.variance_components, labelgate.item_icc "
+                          "and labelgate.labeler_icc.", Reason.INCOMPLETE_DESIGN, n_items=r.n_items, n_raters=k)
+    if omitted == 0 and complete.size == r.n_items and k == r.n_raters:
+        return r, 0
+    sub = r.subset_items(complete)
+    if k < r.n_raters:  # a rater who rated none of the items: not a column of the design
+        code = np.cumsum(active) - 1
+        sub = Ratings(sub.item_codes, code[sub.rater_codes], sub.value_codes, item_labels=sub.item_index,
+                      rater_labels=r.rater_labels[active], categories=r.categories, level=r.level)
+    return sub, omitted
+
+
+def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: float | None = None,
+        n_boot: int = DEFAULT_N_BOOT, seed: Any = None) -> Estimate:
     r"""Intraclass correlation of a complete items x raters design (McGraw & Wong 1996).
 
     Parameters
@@ -141,7 +174,14 @@ def icc(r: Ratings, form: Form = "A1", *, ci: float | None = None, n_boot: int =
         ``1``: one-way random effects; ``A``: two-way, absolute agreement
         (Girard's agreement ICC); ``C``: two-way, consistency; suffix ``1`` a
         single rating, ``k`` the mean of the ``k`` raters. See the module
-        docstring for the formulas.
+        docstring for the formulas. Ratings without rater identity (a count
+        table, ``from_long(rater=None)``: exchangeable raters) have the one-way
+        forms only; the two-way forms raise ``DesignError``.
+    missing : {"raise", "omit"}, default "raise"
+        An incomplete design raises ``DesignError`` (``"raise"``), or
+        (``"omit"``) the ICC is that of the items rated by every rater, the
+        others left out — pingouin's ``intraclass_corr(..., nan_policy="omit")``.
+        ``details["n_items_omitted"]`` counts the rated items left out.
     ci : float, optional
         Level of the F-distribution confidence interval (e.g. 0.95).
     n_boot, seed
@@ -172,9 +212,19 @@ def icc(r: Ratings, form: Form = "A1", *, ci: float | None = None, n_boot: int =
     >>> est = icc(r, "Ak", ci=0.95)
     >>> round(est.ci[0], 4), round(est.ci[1], 4)
     (0.3385, 0.9936)
+    >>> gap = lg.Ratings.from_wide([[1, 2, 3], [3, 3, 4], [5, 6, 6], [2, 2, 4], [4, None, 5]], level="interval")
+    >>> est = icc(gap, "C1", missing="omit")
+    >>> round(float(est), 4), est.n_items, est.details["n_items_omitted"]
+    (0.9175, 4, 1)
     """
     check_option(form, FORMS, "form", "icc")
+    check_option(missing, ("raise", "omit"), "missing", "icc")
     check_bootstrap_args(ci, n_boot, seed, "icc")
+    if form not in ("1", "1k"):  # the two-way forms have a rater effect; the one-way forms take raters as exchangeable
+        require_rater_identity(r, f"icc(form={form!r})")
+    omitted = 0
+    if missing == "omit":
+        r, omitted = complete_items(r)
     ms = mean_squares(r)
     value = _values(ms)[form]
     one_way = form in ("1", "1k")
@@ -184,6 +234,8 @@ def icc(r: Ratings, form: Form = "A1", *, ci: float | None = None, n_boot: int =
     p_value = float(f_dist.sf(f_obs, df1, df2)) if math.isfinite(f_obs) and df1 > 0 and df2 > 0 else math.nan
     details = {"form": form, **{k: v for k, v in ms.items() if k.startswith("ms_")}, "f": f_obs,
                "df1": df1, "df2": df2, "p_value": p_value, "n_raters": int(ms["k"])}
+    if missing == "omit":
+        details["n_items_omitted"] = omitted
     reason = None
     if not math.isfinite(value):
         reason = _reason(ms)

@@ -46,6 +46,7 @@ NOT_METRICS: dict[str, str] = {
     "VarianceComponents": "the result type of variance_components",
     "span_f1": "scores two span tables, not Ratings (tests/metrics/test_spans.py)",
     "matched_iou": "scores a box table, not Ratings (tests/metrics/test_boxes.py)",
+    "weights": "the module of the weightings every weighted coefficient takes (tests/metrics/test_weights.py)",
 }
 
 
@@ -120,7 +121,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("scott_pi", scott_pi, options=_MARGINALS_WEIGHTS),
     MetricSpec("fleiss_kappa", fleiss_kappa, options=_MARGINALS_WEIGHTS),
     MetricSpec("gwet_ac", gwet_ac, options=_MARGINALS_WEIGHTS),
-    MetricSpec("krippendorff_alpha", krippendorff_alpha),
+    MetricSpec("krippendorff_alpha", krippendorff_alpha, options=({}, *_WEIGHTS)),
     MetricSpec("janson_olsson_iota", janson_olsson_iota, levels=("nominal", "interval", "ratio")),
     MetricSpec("spa", spa, chance_corrected=False, options=_SPA),
     MetricSpec("cross_kappa", cross_kappa, kind="cross"),

@@ -35,7 +35,14 @@ from labelgate.core.sets import SetRatings
 from labelgate.errors import Reason, check_option
 from labelgate.metrics._chance import _marginal_totals
 from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, safe_ratio
-from labelgate.metrics._items import ItemView, excluded_single, item_agreement, pairable_counts, view
+from labelgate.metrics._items import (
+    ItemView,
+    excluded_single,
+    item_agreement,
+    pairable_counts,
+    require_whole_counts,
+    view,
+)
 
 Weighting = Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"]
 WEIGHTINGS: tuple[Weighting, ...] = ("flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class")
@@ -206,5 +213,6 @@ def spa(r: Ratings, weighting: Weighting = "annotations_m1", *, ci: float | None
     0.2545
     """
     check_bootstrap_args(ci, n_boot, seed, "spa", ci_method)
+    require_whole_counts(r, "spa", "its item weights model the number of annotations of an item")
     check_option(weighting, WEIGHTINGS, "weighting", "spa")
     return evaluate("spa", build_spa(r, weighting=weighting), ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)

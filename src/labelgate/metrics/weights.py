@@ -1,7 +1,12 @@
 r"""Agreement weights: the handbook's eight weightings and a validated custom matrix.
 
 A weighted agreement coefficient gives a pair of ratings ``(k, l)`` the credit
-:math:`w_{kl} \in [0, 1]`, with :math:`w_{kk} = 1` and :math:`w_{kl} = w_{lk}`.
+:math:`w_{kl} \in [0, 1]`, with :math:`w_{kk} = 1`. The named weightings are
+symmetric (:math:`w_{kl} = w_{lk}`); a custom matrix may not be: Cohen's κ, whose
+two raters are ordered (the first rater's category is the row), uses it as it is;
+every coefficient that pairs ratings without order (the multi-rater ones, α) uses
+its symmetric part :math:`(W + W^\top)/2` — the only part their formulas can see —
+and says so in ``Estimate.details["weights_note"]``.
 With category positions :math:`x_k` (see :func:`category_positions`),
 :math:`x_{min}`, :math:`x_{max}` their extremes and :math:`r_k` the rank of
 :math:`x_k` (1..q), Gwet's *Handbook of Inter-Rater Reliability* (4th ed., 2014,
@@ -22,9 +27,19 @@ ch. 3) defines
 
 where :math:`\max` is the largest off-diagonal value of the fraction it
 divides, so the most distant pair gets credit 0. With fewer than two
-categories every weighting is the identity. For label sets (level ``"set"``)
-the default credit is :math:`w_{AB} = 1 - d(A, B)` with the level's Jaccard or
-MASI distance (:mod:`labelgate.core.sets`).
+categories every weighting is the identity. ``"nominal"`` is another name of
+``"identity"``. For label sets (level ``"set"``) the default credit is
+:math:`w_{AB} = 1 - d(A, B)` with the level's Jaccard or MASI distance
+(:mod:`labelgate.core.sets`).
+
+This module is public as ``labelgate.weights``:
+
+>>> import labelgate as lg
+>>> lg.weights.named_weights("linear", [1.0, 2.0, 3.0]).tolist()
+[[1.0, 0.5, 0.0], [0.5, 1.0, 0.5], [0.0, 0.5, 1.0]]
+>>> r = lg.Ratings.from_wide([["lo", "mid"], ["hi", "hi"]], categories=["lo", "mid", "hi"], level="ordinal")
+>>> lg.weights.weight_matrix(r, "quadratic").tolist()[0]
+[1.0, 0.75, 0.0]
 """
 
 from __future__ import annotations
@@ -40,7 +55,9 @@ from labelgate.errors import ParameterError
 
 WeightName = Literal["identity", "linear", "quadratic", "ordinal", "radical", "ratio", "circular", "bipolar"]
 WEIGHTS: tuple[WeightName, ...] = get_args(WeightName)
-#: A weighting name, or a q x q matrix of credits in [0, 1] (symmetric, unit diagonal).
+#: Other names of a weighting: nominal agreement is the identity weighting.
+ALIASES: dict[str, WeightName] = {"nominal": "identity"}
+#: A weighting name, or a q x q matrix of credits in [0, 1] (unit diagonal).
 Weights: TypeAlias = "WeightName | npt.ArrayLike"
 
 # A custom matrix may carry rounding residue (e.g. computed with sin/sqrt): asymmetry and diagonal deviations up
@@ -59,7 +76,7 @@ def category_positions(r: Ratings) -> FloatArray:
     return r.category_values if r.is_numeric else r.category_values + 1.0
 
 
-def weight_matrix(r: Ratings, weights: Weights, function: str) -> FloatArray:
+def weight_matrix(r: Ratings, weights: Weights, function: str = "weight_matrix") -> FloatArray:
     """The q x q agreement weights of ``weights`` on the categories of ``r``.
 
     Parameters
@@ -78,6 +95,7 @@ def weight_matrix(r: Ratings, weights: Weights, function: str) -> FloatArray:
     """
     if not isinstance(weights, str):
         return check_weight_matrix(weights, r.categories, function)
+    weights = ALIASES.get(weights, weights)
     if isinstance(r, SetRatings):
         if weights != "identity":
             raise ParameterError(f"{function}: label sets have no positions for {weights!r} weights; their credit "
@@ -85,7 +103,7 @@ def weight_matrix(r: Ratings, weights: Weights, function: str) -> FloatArray:
                                  parameter="weights", value=weights)
         return 1.0 - np.asarray(r.set_distances)  # partial credit for overlapping sets: the level's distance
     if weights not in WEIGHTS:
-        options = ", ".join(repr(w) for w in WEIGHTS)
+        options = ", ".join(repr(w) for w in (*WEIGHTS, *ALIASES))
         raise ParameterError(f"The 'weights' parameter of {function} must be one of {options}, or a q x q "
                              f"matrix; got {weights!r}.", parameter="weights", value=weights)
     if weights == "ratio" and (category_positions(r) < 0).any():
@@ -95,8 +113,14 @@ def weight_matrix(r: Ratings, weights: Weights, function: str) -> FloatArray:
     return named_weights(weights, category_positions(r))
 
 
-def named_weights(name: WeightName, x: FloatArray) -> FloatArray:
-    """The handbook's weights ``name`` for categories at positions ``x`` (formulas in the module docstring)."""
+def named_weights(name: WeightName, x: npt.ArrayLike) -> FloatArray:
+    """The handbook's weights ``name`` for categories at positions ``x`` (formulas in the module docstring).
+
+    ``x`` are the category positions in category order (numbers; :func:`category_positions` gives those of a
+    `Ratings`). No validation: :func:`weight_matrix` is the checked entry point.
+    """
+    name = ALIASES.get(name, name)
+    x = np.asarray(x, dtype=np.float64)
     q = x.size
     if name == "identity" or q < 2:
         return np.eye(q)
@@ -134,9 +158,9 @@ def check_weight_matrix(weights: npt.ArrayLike, categories: tuple[object, ...], 
     """Validate a user-supplied weight matrix and return it as float64.
 
     The matrix must be q x q for the q categories (in the category order of
-    the ratings), finite, symmetric, with 1 on the diagonal and every credit
-    in [0, 1]. Asymmetry or diagonal deviations below 1e-12 (rounding) are
-    removed.
+    the ratings), finite, with 1 on the diagonal and every credit in [0, 1].
+    It may be asymmetric (see the module docstring); asymmetry or diagonal
+    deviations below 1e-12 (rounding) are removed.
 
     Raises
     ------
@@ -162,11 +186,6 @@ def check_weight_matrix(weights: npt.ArrayLike, categories: tuple[object, ...], 
         i, j = bad[0]
         raise ParameterError(f"The 'weights' matrix of {function} has the non-finite value {float(w[i, j])!r} at "
                              f"{cell(i, j)}.", parameter="weights")
-    bad = np.argwhere(np.abs(w - w.T) > _TOLERANCE)
-    if bad.size:
-        i, j = bad[0]
-        raise ParameterError(f"The 'weights' matrix of {function} must be symmetric: w{cell(i, j)} = "
-                             f"{float(w[i, j])!r} but w{cell(j, i)} = {float(w[j, i])!r}.", parameter="weights")
     off_diagonal = np.flatnonzero(np.abs(np.diag(w) - 1.0) > _TOLERANCE)
     if off_diagonal.size:
         k = int(off_diagonal[0])
@@ -177,6 +196,27 @@ def check_weight_matrix(weights: npt.ArrayLike, categories: tuple[object, ...], 
         i, j = bad[0]
         raise ParameterError(f"The 'weights' matrix of {function} must have every credit in [0, 1]: "
                              f"w{cell(i, j)} = {float(w[i, j])!r}.", parameter="weights")
-    w = np.clip((w + w.T) / 2.0, 0.0, 1.0)
+    if not np.any(np.abs(w - w.T) > _TOLERANCE):
+        w = (w + w.T) / 2.0  # rounding residue: exactly symmetric
+    w = np.clip(w, 0.0, 1.0)
     np.fill_diagonal(w, 1.0)
     return w
+
+
+def symmetric_part(w: FloatArray, function: str) -> tuple[FloatArray, str | None]:
+    """``(W + W^T) / 2`` and, when ``W`` was asymmetric, the note a coefficient that pairs ratings without order
+    reports in its details (its formulas see only this part)."""
+    if np.array_equal(w, w.T):
+        return w, None
+    return (w + w.T) / 2.0, (f"the weights matrix is asymmetric; {function} pairs ratings without order, so it "
+                             "used the symmetric part (W + W^T)/2 (only Cohen's kappa, with its two ordered raters, "
+                             "uses an asymmetric matrix as it is)")
+
+
+def unordered_weights(r: Ratings, weights: Weights, function: str) -> tuple[FloatArray, str | None]:
+    """:func:`weight_matrix` for a coefficient that pairs ratings without order: the symmetric part, and the note."""
+    return symmetric_part(weight_matrix(r, weights, function), function)
+
+
+__all__ = ["ALIASES", "WEIGHTS", "WeightName", "Weights", "category_positions", "check_weight_matrix",
+           "named_weights", "symmetric_part", "weight_matrix"]

@@ -18,6 +18,7 @@ from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason
 from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics._items import require_rater_identity
 from labelgate.metrics._resamples import resample_counts
 from labelgate.metrics.cross import prepare_pair
 from labelgate.metrics.variance import (
@@ -39,8 +40,9 @@ from labelgate.metrics.variance import (
 
 # ------------------------------------------------------------------ cross-replication xCC
 def _pair_views(x: Ratings, y: Ratings, function: str) -> tuple[Crossed, Crossed]:
-    numeric_values(x, function)
-    numeric_values(y, function)
+    for r in (x, y):
+        numeric_values(r, function)
+        require_rater_identity(r, function)  # a rater effect: the slots of a count table are not raters
     x, y, cx, cy = prepare_pair(x, y, function)
     return crossed(x, function, cx), crossed(y, function, cy)
 
