@@ -297,6 +297,8 @@ class Ratings(SufficientStatistics):
         """
         return MULTI_LABEL["from_boxes"](data, item, rater, x, y, width, height, label,
                                          iou=iou)
+
+    @classmethod
     def _from_item_label_pairs(cls, data: Any, item: str, value: str, *, level: Level,
                                categories: Sequence[Any] | None, missing: MissingPolicy) -> Ratings:
         """:meth:`from_long` without a rater column: placeholder raters numbered within each item, in row order."""
