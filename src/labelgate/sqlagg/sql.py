@@ -438,6 +438,49 @@ class SqlAlchemyBackend:
         table = np.asarray([row[1:] for row in rows], dtype=np.int64).reshape(len(rows), 2 + 2 * q)
         return raters, table
 
+    def rater_label_counts(self, scope: Scope) -> tuple[list[Any], list[Any], np.ndarray]:
+        """Each pool's judgements per (rater, label, item class): one query, grouped in the database.
+
+        The item class (:mod:`labelgate.core.tallied`): bit 0 when the item has two or more judgements in the
+        pool, bit 1 when the other pool (the second of ``scope.pools``) judged it too — from the per (pool, item)
+        counts joined to the judgements on the item. Returns the rater ids, the labels (as the database returns
+        them) and an (n, 3) int64 array ``[pool code, item class, judgements]``, one row per (pool, rater,
+        label, class): at most four per rater and label, never one per judgement.
+        """
+        import sqlalchemy as sa
+
+        item = self.col(scope.item)
+        two_pools = scope.pool is not None and len(scope.pools) > 1
+        pool_code: Any = sa.literal(0)
+        keys = []
+        if scope.pool is not None:
+            pool_code = sa.case(*((self.equals(scope.pool, v), k) for k, v in enumerate(scope.pools)), else_=-1)
+            keys = [self.col(scope.pool)]
+        labelled = self.where(scope, "labelled")
+
+        def per_item(name: str) -> Any:
+            return (sa.select(pool_code.label("p"), item.label("i"), sa.func.count().label("n"))
+                    .select_from(self.source).where(*labelled).group_by(*keys, item).subquery(name))
+
+        judged = (sa.select(pool_code.label("p"), self.col(scope.rater).label("r"),
+                            self.col(scope.label).label("l"), item.label("i"))
+                  .select_from(self.source).where(*labelled).subquery("lg_j"))
+        mine = per_item("lg_n")
+        join = judged.join(mine, sa.and_(mine.c.i == judged.c.i, mine.c.p == judged.c.p))
+        item_class: Any = sa.case((mine.c.n >= 2, 1), else_=0)
+        if two_pools:
+            other = per_item("lg_o")
+            join = join.outerjoin(other, sa.and_(other.c.i == judged.c.i, other.c.p != judged.c.p))
+            item_class = item_class + sa.case((other.c.n.is_not(None), 2), else_=0)
+        # the class computed inside, grouped by outside: a server matches a GROUP BY expression with bound
+        # parameters to the selected one only by its text, which numbered parameters differ in
+        inner = (sa.select(judged.c.p, judged.c.r, judged.c.l, item_class.label("c")).select_from(join)
+                 .subquery("lg_x"))
+        rows = self.fetch(sa.select(inner.c.p, inner.c.r, inner.c.l, inner.c.c, sa.func.count())
+                          .group_by(inner.c.p, inner.c.r, inner.c.l, inner.c.c))
+        table = np.asarray([(row[0], row[3], row[4]) for row in rows], dtype=np.int64).reshape(len(rows), 3)
+        return [row[1] for row in rows], [row[2] for row in rows], table
+
     def rater_pairs(self, scope: Scope, labels: Sequence[Any]) -> tuple[list[Any], list[Any], np.ndarray]:
         """Co-rating pairs of the first pool's raters: a self-join of its judgements on the item (one query)."""
         import sqlalchemy as sa
