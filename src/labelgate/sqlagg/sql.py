@@ -442,40 +442,40 @@ class SqlAlchemyBackend:
         """Each pool's judgements per (rater, label, item class): one query, grouped in the database.
 
         The item class (:mod:`labelgate.core.tallied`): bit 0 when the item has two or more judgements in the
-        pool, bit 1 when the other pool (the second of ``scope.pools``) judged it too — from the per (pool, item)
-        counts joined to the judgements on the item. Returns the rater ids, the labels (as the database returns
-        them) and an (n, 3) int64 array ``[pool code, item class, judgements]``, one row per (pool, rater,
-        label, class): at most four per rater and label, never one per judgement.
+        pool, bit 1 when the other pool (of the two in ``scope.pools``) judged it too — from one ``GROUP BY item``
+        with a ``count(CASE WHEN pool = p THEN 1 END)`` per pool, hash-joined to the judgements on the item (two
+        scans of the batch). Returns the rater ids, the labels (as the database returns them) and an (n, 3) int64
+        array ``[pool code, item class, judgements]``, one row per (pool, rater, label, class): at most four per
+        rater and label, never one per judgement.
         """
         import sqlalchemy as sa
 
         item = self.col(scope.item)
-        two_pools = scope.pool is not None and len(scope.pools) > 1
+        pools: tuple[Any, ...] = scope.pools if scope.pool is not None else (None,)
         pool_code: Any = sa.literal(0)
-        keys = []
         if scope.pool is not None:
             pool_code = sa.case(*((self.equals(scope.pool, v), k) for k, v in enumerate(scope.pools)), else_=-1)
-            keys = [self.col(scope.pool)]
         labelled = self.where(scope, "labelled")
-
-        def per_item(name: str) -> Any:
-            return (sa.select(pool_code.label("p"), item.label("i"), sa.func.count().label("n"))
-                    .select_from(self.source).where(*labelled).group_by(*keys, item).subquery(name))
-
+        sizes = [sa.func.count(sa.case((self.equals(str(scope.pool), v), 1))) if v is not None else sa.func.count()
+                 for v in pools]
+        per_item = (sa.select(item.label("i"), *[n.label(f"n{k}") for k, n in enumerate(sizes)])
+                    .select_from(self.source).where(*labelled).group_by(item).subquery("lg_n"))
         judged = (sa.select(pool_code.label("p"), self.col(scope.rater).label("r"),
                             self.col(scope.label).label("l"), item.label("i"))
                   .select_from(self.source).where(*labelled).subquery("lg_j"))
-        mine = per_item("lg_n")
-        join = judged.join(mine, sa.and_(mine.c.i == judged.c.i, mine.c.p == judged.c.p))
-        item_class: Any = sa.case((mine.c.n >= 2, 1), else_=0)
-        if two_pools:
-            other = per_item("lg_o")
-            join = join.outerjoin(other, sa.and_(other.c.i == judged.c.i, other.c.p != judged.c.p))
-            item_class = item_class + sa.case((other.c.n.is_not(None), 2), else_=0)
+
+        def item_class(own: Any, other: Any | None) -> Any:
+            pairable = sa.case((own >= 2, 1), else_=0)
+            return pairable if other is None else pairable + sa.case((other > 0, 2), else_=0)
+
+        n = per_item.c
+        item_class_of: Any = item_class(n.n0, None)
+        if len(pools) > 1:
+            item_class_of = sa.case((judged.c.p == 0, item_class(n.n0, n.n1)), else_=item_class(n.n1, n.n0))
         # the class computed inside, grouped by outside: a server matches a GROUP BY expression with bound
         # parameters to the selected one only by its text, which numbered parameters differ in
-        inner = (sa.select(judged.c.p, judged.c.r, judged.c.l, item_class.label("c")).select_from(join)
-                 .subquery("lg_x"))
+        inner = (sa.select(judged.c.p, judged.c.r, judged.c.l, item_class_of.label("c"))
+                 .select_from(judged.join(per_item, per_item.c.i == judged.c.i)).subquery("lg_x"))
         rows = self.fetch(sa.select(inner.c.p, inner.c.r, inner.c.l, inner.c.c, sa.func.count())
                           .group_by(inner.c.p, inner.c.r, inner.c.l, inner.c.c))
         table = np.asarray([(row[0], row[3], row[4]) for row in rows], dtype=np.int64).reshape(len(rows), 3)
