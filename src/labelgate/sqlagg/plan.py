@@ -19,8 +19,9 @@ in the GX layer) runs the queries; this module decides, in the order the pandas 
 between servers). The item bootstrap draws items by position, so the same ``seed`` gives the same interval as the
 pandas path on the same rows sorted by item id; point values do not depend on the order.
 
-The entry points: :func:`aggregate` (the pools or the error, and what the queries fetched) and
-:class:`AggregatePlan` (the steps, for callers that need the scope or raise at once).
+The entry points: :func:`aggregate` (the pools or the error, and what the queries fetched; its
+:meth:`Aggregated.rater_pools` adds each rater's sums, for the rater-specific metrics) and :class:`AggregatePlan`
+(the steps, for callers that need the scope or raise at once).
 """
 
 from __future__ import annotations
