@@ -189,3 +189,24 @@ def test_sums_that_do_not_add_up_are_refused(engine):
     tallies[1, 0, 0] += 1  # one judgement more than the item counts hold: the batch changed between the queries
     with pytest.raises(InputError, match="do not add up"):
         TalliedRatings(crowd, list(crowd.rater_labels), tallies, crowd.classes)
+
+
+def test_a_batch_without_a_pool_column(engine):
+    # one pool: the item class is the pairable bit only, and the crowd's raters' sums cover its items
+    df = sparse(7, "interval", True)
+    df = df[df["pool"] == "crowd"].drop(columns="pool")
+    name = f"tallies_{uuid.uuid4().hex[:10]}"
+    df.to_sql(name, engine, index=False)
+    try:
+        with engine.connect() as conn:
+            backend = SqlAlchemyBackend.on_connection(conn, sa.table(name, *[sa.column(c) for c in df.columns]))
+            aggregated = aggregate(backend, {**kw_of("interval"), "pool_column": None, "trusted_pool": None})
+            pools, _ = aggregated.rater_pools(False)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP TABLE "{name}"'))
+    rows = Ratings.from_long(df, level="interval", categories=SCALES["interval"])
+    assert pools.trusted is None and isinstance(pools.crowd, TalliedRatings)
+    for compute in (item_icc, labeler_icc, variance_components, conger_kappa, janson_olsson_iota):
+        close(compute(pools.crowd).to_dict(), compute(rows).to_dict(), compute.__name__)
+    assert 0 < labeler_icc(rows).value < 1
