@@ -4,7 +4,9 @@ One table of judgements (default 10^7: two pools, 3 categories, 25 ratings per i
 400,000 items) in the PostgreSQL database named by ``--url`` (loaded with ``COPY``; the table's name carries its
 size and seed, and a complete table from an earlier run is reused) — or, without ``--url``, in a SQLite file.
 The gate's suite (κx, normalized κx and the IRR baseline with Krippendorff's α, SPA; 200 bootstrap resamples,
-seed 0) is validated in two ways, each in a fresh process:
+seed 0) — or with ``--suite raters`` the rater-specific metrics (the labeler ICC, normalized κx with Conger's κ, the
+IRR baseline with ι; point values, since a SQL batch gives them without an interval) — is validated in two ways,
+each in a fresh process:
 
 * ``sql``: a GX SQL data source over the table; the providers fetch aggregates (``details.sql``);
 * ``read_sql``: ``pandas.read_sql`` of the whole table, then a GX pandas data source (the rows sorted by item
@@ -23,7 +25,7 @@ Options of the database (PostgreSQL), printed in the header: ``--unique-key`` gi
 flag the server's setting, printed). The load average (1 min) is printed for the start and for each run.
 
 Run: ``python benchmarks/bench_gx_sql.py --url postgresql+psycopg://USER@HOST:PORT/DB [--judgements 10000000]
-[--rounds 3] [--unique-key] [--work-mem 64MB] [--parallel-workers 2]`` (from the repository root, with the
+[--rounds 3] [--suite gate|raters] [--unique-key] [--work-mem 64MB] [--parallel-workers 2]`` (from the repository root, with the
 project installed; ``--drop`` removes the cached table).
 """
 
@@ -52,15 +54,22 @@ def rss_mib():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
-way, url, table = sys.argv[1], sys.argv[2], sys.argv[3]
+way, url, table, which = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 ctx = gx.get_context(mode="ephemeral")
 ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-common = {"n_boot": 200, "seed": 0, "ci": 0.95}
-suite = gx.ExpectationSuite(name="gate", expectations=[
-    lge.ExpectCrossKappaToBeAtLeast(min_value=0.3, **common),
-    lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.5, irr="krippendorff_alpha", **common),
-    lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, irr="krippendorff_alpha", **common),
-    lge.ExpectSpaToBeBetween(min_value=0.2, max_value=1.0, **common)])
+if which == "gate":
+    common = {"n_boot": 200, "seed": 0, "ci": 0.95}
+    suite = gx.ExpectationSuite(name="gate", expectations=[
+        lge.ExpectCrossKappaToBeAtLeast(min_value=0.3, **common),
+        lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.5, irr="krippendorff_alpha", **common),
+        lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, irr="krippendorff_alpha", **common),
+        lge.ExpectSpaToBeBetween(min_value=0.2, max_value=1.0, **common)])
+else:  # the rater-specific metrics: point values (a SQL batch gives them without an interval)
+    common = {"ci": None, "level": "interval"}
+    suite = gx.ExpectationSuite(name="raters", expectations=[
+        lge.ExpectLabelerIccBelowItemIcc(margin=0.0, **common),
+        lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.5, irr="conger_kappa", **common),
+        lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, irr="janson_olsson_iota", **common)])
 engine = sa.create_engine(url)
 with engine.connect() as conn:  # connect once before the clock: both ways pay the driver's import alike
     conn.execute(sa.text("SELECT 1"))
@@ -181,8 +190,8 @@ def load_sqlite(url: str, table: str, judgements: int, seed: int) -> None:
     engine.dispose()
 
 
-def run(way: str, url: str, table: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", RUN, way, url, table], capture_output=True, text=True)
+def run(way: str, url: str, table: str, suite: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", RUN, way, url, table, suite], capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{way} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -198,6 +207,9 @@ def main() -> None:
     parser.add_argument("--unique-key", action="store_true", help="PostgreSQL: a unique index on (item_id, "
                         "rater_id, pool), created if missing (dropped without the flag)")
     parser.add_argument("--work-mem", help="PostgreSQL: work_mem of both ways' sessions, e.g. 64MB")
+    parser.add_argument("--suite", choices=("gate", "raters"), default="gate",
+                        help="gate: κx, normalized κx and the IRR baseline with α, SPA (200 resamples); raters: the "
+                        "labeler ICC, normalized κx with Conger's κ and the IRR baseline with ι (point values)")
     parser.add_argument("--parallel-workers", type=int, help="PostgreSQL: max_parallel_workers_per_gather of both "
                         "ways' sessions (default: the server's)")
     args = parser.parse_args()
@@ -224,17 +236,19 @@ def main() -> None:
         results: dict[str, list[dict]] = {"sql": [], "read_sql": []}
         for k in range(args.rounds):
             for way in (("sql", "read_sql") if k % 2 == 0 else ("read_sql", "sql")):
-                results[way].append(run(way, url, table))
+                results[way].append(run(way, url, table, args.suite))
     reference = results["sql"][0]["values"]
     for rs in results.values():
         for r in rs:
             for got, want in zip(r["values"], reference, strict=True):
-                assert all(abs(a - b) < 1e-9 for a, b in zip(got, want, strict=True)), (got, want)
+                assert all((a is None and b is None) or abs(a - b) < 1e-9
+                           for a, b in zip(got, want, strict=True)), (got, want)
     options = (f"; duplicate rule: {results['sql'][0]['duplicates']}; work_mem "
                f"{args.work_mem or 'the server default'}; max_parallel_workers_per_gather {workers}"
                ) if args.url else ""
-    print(f"# bench_gx_sql: {args.judgements:,} judgements, {url.split(':')[0]}, gate suite (4 expectations, "
-          f"200 resamples), {args.rounds} paired rounds; load average at start {load:.2f}, at the end "
+    what = ("gate suite (4 expectations, 200 resamples)" if args.suite == "gate" else
+            "rater suite (labeler ICC, Conger's κ, ι; point values)")
+    print(f"# bench_gx_sql: {args.judgements:,} judgements, {url.split(':')[0]}, {what}, {args.rounds} paired rounds; load average at start {load:.2f}, at the end "
           f"{os.getloadavg()[0]:.2f}{options}")
     for way, rs in results.items():
         seconds = [r["seconds"] for r in rs]
@@ -251,7 +265,7 @@ def main() -> None:
           f"{med['read_sql']['peak_mib'] / med['sql']['peak_mib']:.1f}x peak RSS, "
           f"{med['read_sql']['added_mib'] / med['sql']['added_mib']:.1f}x memory above the imports")
     print("values (value, ci_low, ci_high) per expectation: " + json.dumps(
-        [[round(v, 6) for v in row] for row in reference]))
+        [[None if v is None else round(v, 6) for v in row] for row in reference]))
 
 
 if __name__ == "__main__":

@@ -290,19 +290,87 @@ def test_the_expectations_of_a_suite_share_one_fetch(sql_source, pandas_batch):
     assert len(set(fetches)) == 1
 
 
-# ------------------------------------------------------------------ what needs rater identity is refused
-@pytest.mark.parametrize("expectation", [
-    lge.ExpectLabelerIccBelowItemIcc(margin=0.0, level="interval"),
-    lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.5, irr="conger_kappa"),
-    lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, irr="janson_olsson_iota", level="interval"),
-], ids=["labeler_icc", "conger_kappa", "janson_olsson_iota"])
-def test_metrics_that_need_rater_identity_fail_with_a_reason(expectation, sqlite_source):
+# ------------------------------------------------------------------ the rater-specific metrics: from the raters' sums
+def biased(level: str, int_ids: bool, seed: int) -> pd.DataFrame:
+    """:func:`judgements` with a bias per crowd rater (so the labeler ICC is not truncated at 0) and six items of
+    question q2 that only the crowd judged."""
+    rng = np.random.default_rng(seed)
+    df = judgements(level, int_ids, seed=seed)
+    scale = sorted(df["label"].dropna().unique().tolist(), key=lambda v: (str(type(v)), v))
+    shift = {r: int(rng.integers(-2, 3)) for r in df["rater_id"].unique()}
+    crowd = (df["pool"] == "crowd") & df["label"].notna()
+    df.loc[crowd, "label"] = [scale[min(max(scale.index(v) + shift[r], 0), len(scale) - 1)]
+                              for v, r in zip(df.loc[crowd, "label"], df.loc[crowd, "rater_id"], strict=True)]
+    items = df.loc[df["question"] == "q2", "item_id"].unique()[:6]
+    return df[~(df["item_id"].isin(items) & (df["pool"] == "trusted"))].reset_index(drop=True)
+
+
+def rater_expectations(level: str, **common: Any) -> list[tuple[str, Any]]:
+    """The labeler ICC, and Conger's κ and ι in both expectations that take an IRR (ι has no ordinal distance)."""
+    kw = {"level": level, **POOLS, **common}
+    out: list[tuple[str, Any]] = [("labeler_icc", lge.ExpectLabelerIccBelowItemIcc(margin=0.0, **kw))]
+    for irr in ("conger_kappa", "janson_olsson_iota"):
+        if irr == "janson_olsson_iota" and level == "ordinal":
+            continue
+        out.append((f"nkx_{irr}", lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.5, irr=irr, **kw)))
+        out.append((f"irr_{irr}", lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, irr=irr, **kw)))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_the_rater_metrics_equal_the_pandas_path(name, sql_source, pandas_batch):
+    # the labeler ICC, Conger's kappa and iota: one more query sums the judgements per rater; no interval
+    level, int_ids = DATASETS[name]
+    df = biased(level, int_ids, seed=len(name) + 20)
+    sql_batch, pd_batch = sql_source.batch(f"raters_{name}", df), pandas_batch(df)
+    defined = 0
+    for label, expectation in rater_expectations(level, ci=None):
+        where = f"{sql_source.kind}/{name}/{label}"
+        sql, pandas = sql_batch.validate(expectation), pd_batch.validate(expectation)
+        report = assert_same_result(sql, pandas, where)
+        assert 0 < report["rows_fetched"] < report["rows_aggregated"], (where, report)
+        defined += bool(sql.result["observed_value"])  # neither undefined nor truncated at 0
+    # nominal and ordinal labels with four or five categories have no variance components (a reason on both
+    # paths); the rest is defined
+    assert defined == len(rater_expectations(level)) - (level != "interval")
+
+
+def test_the_rater_metrics_of_a_suite_share_one_query_of_the_raters(sql_source, pandas_batch):
+    df = judgements("interval", True, seed=31)
+    suite = gx.ExpectationSuite(name=f"raters_{sql_source.kind}",
+                                expectations=[e for _, e in rater_expectations("interval", ci=None)])
+    sql = sql_source.batch("raters_suite", df).validate(suite)
+    pandas = pandas_batch(df).validate(suite)
+    reports = [assert_same_result(a, b, f"{sql_source.kind}/suite") for a, b in
+               zip(sql.results, pandas.results, strict=True)]
+    assert len({r["fetch_id"] for r in reports}) == 1
+    # the plan's queries and one query of the raters' sums, run once for the five expectations
+    assert len({r["queries"] for r in reports}) == 1
+
+
+@pytest.mark.parametrize(("label", "expectation"), rater_expectations("interval", **BOOT))
+def test_the_rater_metrics_have_no_interval_on_sql(label, expectation, sqlite_source, pandas_batch):
     df = judgements("interval", False, seed=5)
-    res = sqlite_source.batch("refused", df).validate(expectation)
-    assert res.success is False
-    message = lge.raised_exception(res)
-    assert "cannot run on a SQL batch" in message and "which rater gave each label" in message
-    assert "pandas batch" in message
+    sql = sqlite_source.batch("raters_interval", df).validate(expectation)
+    pandas = pandas_batch(df).validate(expectation)
+    assert lge.raised_exception(sql) is None, lge.raised_exception(sql)
+    details = sql.result["details"]
+    assert details["ci_low"] is None and pandas.result["details"]["ci_low"] is not None
+    assert "no interval on a SQL batch" in details["components"]["interval_unavailable"]
+    close(sql.result["observed_value"], pandas.result["observed_value"], label)
+    assert sql.success == pandas.success  # judged on the point value on both paths
+    # judging on an interval the SQL path cannot compute is an error, never a pass or a fail on the point
+    bounded = type(expectation)(**{**expectation.configuration.kwargs, "use_ci_bound": True})
+    res = sqlite_source.batch("raters_interval", df).validate(bounded)
+    assert res.success is False and "use_ci_bound=True" in (lge.raised_exception(res) or "")
+
+
+def test_iota_on_ordinal_labels_fails_as_on_pandas(sqlite_source, pandas_batch):
+    df = judgements("ordinal", False, seed=9)
+    exp = lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, irr="janson_olsson_iota", level="ordinal", ci=None,
+                                                **POOLS)
+    sql, pandas = sqlite_source.batch("raters_ordinal", df).validate(exp), pandas_batch(df).validate(exp)
+    assert sql.success is False and lge.raised_exception(sql) == lge.raised_exception(pandas) is not None
 
 
 # ------------------------------------------------------------------ errors: the pandas path's

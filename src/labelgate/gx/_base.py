@@ -44,7 +44,7 @@ from great_expectations.render.renderer.renderer import renderer
 from great_expectations.render.renderer_configuration import RendererConfiguration, RendererValueType
 
 from labelgate.core.estimate import DEFAULT_N_BOOT
-from labelgate.errors import ParameterError, check_option
+from labelgate.errors import DesignError, ParameterError, Reason, check_option
 
 #: A threshold: a number, a GX suite parameter (``{"$PARAMETER": "min_kappa"}``) or None.
 Threshold = Union[float, SuiteParameterDict, None]  # noqa: UP007 (pydantic v1 needs typing.Union)
@@ -361,6 +361,8 @@ class LabelGateExpectation(BatchExpectation):
     def _validate(self, metrics: dict, runtime_configuration: Optional[dict] = None,  # noqa: UP045
                   execution_engine: Any = None) -> dict[str, Any]:
         m = metrics[self.metric_dependencies[0]]
+        if self.use_ci_bound and m.get("interval_unavailable"):  # a bound that cannot be judged is a fault
+            raise DesignError(f"use_ci_bound=True, but {m['interval_unavailable']}.", Reason.INCOMPATIBLE_RATINGS)
         verdict = judge(self._checks(m), m, self.use_ci_bound)
         return {"success": verdict["success"],
                 "result": {"observed_value": m.get("value"), "details": self._details(m, verdict)}}

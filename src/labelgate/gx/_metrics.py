@@ -321,15 +321,16 @@ class LabelGateTableMetric(TableMetricProvider):
     def _sql(cls, execution_engine: SqlAlchemyExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
              metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
         kw = dict(metric_value_kwargs)
-        refuse(cls.metric_name, kw)  # before the aggregates: a refused metric does not depend on them
-        return sql_metric(cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
+        return sql_metric(cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted,
+                          metric_name=cls.metric_name)
 
     @metric_value(engine=SparkDFExecutionEngine)
     def _spark(cls, execution_engine: SparkDFExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
                metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
         kw = dict(metric_value_kwargs)
         refuse(cls.metric_name, kw, "spark")  # before the aggregates: a refused metric does not depend on them
-        return sql_metric(cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted)
+        return sql_metric(cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted,
+                          metric_name=cls.metric_name)
 
     @classmethod
     def _get_evaluation_dependencies(cls, metric: MetricConfiguration, configuration: Any = None,
@@ -341,7 +342,8 @@ class LabelGateTableMetric(TableMetricProvider):
                                                             runtime_configuration)
         if isinstance(execution_engine, (SqlAlchemyExecutionEngine, SparkDFExecutionEngine)):
             kw = dict(metric.metric_value_kwargs or {})
-            if refusal(cls.metric_name, kw) is None:  # a refused metric fetches nothing
+            engine = "spark" if isinstance(execution_engine, SparkDFExecutionEngine) else "sql"
+            if refusal(cls.metric_name, kw, engine) is None:  # a refused metric fetches nothing
                 dependencies[_SQL_POOLS] = MetricConfiguration(
                     metric_name=_SQL_POOLS, metric_domain_kwargs=metric.metric_domain_kwargs,
                     metric_value_kwargs={k: kw.get(k) for k in AGGREGATE_KEYS})

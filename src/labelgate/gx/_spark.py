@@ -24,8 +24,9 @@ aggregates and the (pool, item, label) counts, never one row per judgement.
 float / double column counts as missing, like ``null``, so a Spark batch and the
 pandas path agree on the same rows.
 
-**Refused.** What needs each judgement's rater (the labeler ICC, Conger's κ,
-Janson–Olsson ι) is refused as on a SQL batch (:func:`labelgate.gx._sql.refusal`).
+**Refused.** What needs each rater's sums (the labeler ICC, Conger's κ,
+Janson–Olsson ι) is refused (:func:`labelgate.gx._sql.refusal`): the Spark backend
+does not sum the judgements per rater, which a SQL database does.
 
 pyspark is imported lazily: ``import labelgate.gx`` does not need it.
 """

@@ -17,10 +17,14 @@ DataFrame; a SQL table has no row order, so here items are in sorted id order. T
 the same interval as the pandas path on the same rows sorted by item id (``df.sort_values(item_column,
 kind="stable")``); point values do not depend on the order.
 
-**Not from aggregates.** The labeler ICC (variance components of the crossed item x rater design, bootstrapped
-over items and raters) and the IRRs with rater-specific chance agreement (Conger's κ, Janson–Olsson ι) need to
-know which rater gave each label: their providers refuse a SQL batch with a
-:class:`~labelgate.errors.DesignError` saying so.
+**Rater-specific metrics.** The labeler ICC (variance components of the crossed item x rater design) and the IRRs
+with rater-specific chance agreement (Conger's κ, Janson–Olsson ι) need each rater's sums besides the item counts:
+one more query (:func:`labelgate.sqlagg.tallies.tallied_pools`, run once per batch and parameters, shared by the
+expectations) groups the judgements by pool, rater, label and item class, and the same metric code computes them
+from those sums. Their intervals resample items and raters (the labeler ICC) or items with each rater's judgements
+(Conger, ι), which needs the judgements: on a SQL batch they are computed without an interval
+(``interval_unavailable`` says why; ``use_ci_bound`` is refused). On Spark they are refused
+(:class:`~labelgate.errors.DesignError`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from labelgate.errors import DesignError, Reason
 from labelgate.sqlagg import AGGREGATE_KEYS, Aggregated, Pools, aggregate
 from labelgate.sqlagg.sql import SqlAlchemyBackend
 
-#: Metrics that need every judgement's rater, and why (their SQL providers refuse the batch).
+#: Metrics that need each rater's sums, and why: computed from them on SQL, refused on Spark.
 NEEDS_RATERS: dict[str, str] = {
     "labelgate.table.icc_gap": "the labeler ICC and the item ICC are variance components of the crossed "
                                "item x rater design, bootstrapped over items and raters",
@@ -40,17 +44,24 @@ NEEDS_RATERS: dict[str, str] = {
 #: IRRs whose chance agreement uses each rater's own label distribution.
 IRR_NEEDS_RATERS: tuple[str, ...] = ("conger_kappa", "janson_olsson_iota")
 
-__all__ = ["AGGREGATE_KEYS", "IRR_NEEDS_RATERS", "NEEDS_RATERS", "refusal", "refuse", "sql_metric", "sql_pools"]
+__all__ = ["AGGREGATE_KEYS", "IRR_NEEDS_RATERS", "NEEDS_RATERS", "needs_raters", "refusal", "refuse", "sql_metric",
+           "sql_pools"]
 
 
-def refusal(metric_name: str, kw: dict[str, Any]) -> str | None:
-    """Why the metric cannot be computed from aggregates (None when it can)."""
+def needs_raters(metric_name: str, kw: dict[str, Any]) -> str | None:
+    """Why the metric needs each rater's sums (None when the item x category counts suffice)."""
     if metric_name in NEEDS_RATERS:
         return NEEDS_RATERS[metric_name]
     irr = kw.get("irr")
     if irr in IRR_NEEDS_RATERS:
         return f"irr={irr!r} computes chance agreement from each rater's own label distribution"
     return None
+
+
+def refusal(metric_name: str, kw: dict[str, Any], engine: str = "sql") -> str | None:
+    """Why the metric cannot be computed from the ``engine``'s aggregates (None when it can): a SQL database sums
+    the judgements per rater too; Spark does not here."""
+    return needs_raters(metric_name, kw) if engine == "spark" else None
 
 
 def sql_pools(engine: Any, selectable: Any, kw: dict[str, Any]) -> Aggregated:
@@ -68,7 +79,7 @@ _ENGINES = {"sql": ("a SQL batch", "the database returns", "the rows read with r
 def refuse(metric_name: str, kw: dict[str, Any], engine: str = "sql") -> None:
     """Raise the :class:`~labelgate.errors.DesignError` of a metric that needs rater identity, on a SQL or Spark
     (``engine``) batch: both return item x category counts, not judgements."""
-    why = refusal(metric_name, kw)
+    why = refusal(metric_name, kw, engine)
     if why is not None:
         batch, returns, rows = _ENGINES[engine]
         raise DesignError(f"{metric_name} cannot run on {batch}: {why}, which needs to know which rater gave "
@@ -80,10 +91,12 @@ def refuse(metric_name: str, kw: dict[str, Any], engine: str = "sql") -> None:
 
 
 def sql_metric(finish: Callable[[Pools, dict[str, Any]], dict[str, Any]], aggregated: Aggregated,
-               kw: dict[str, Any], *, need_trusted: bool) -> dict[str, Any]:
+               kw: dict[str, Any], *, need_trusted: bool, metric_name: str = "") -> dict[str, Any]:
     """The metric of a SQL or Spark batch: ``finish`` (a ``pools_*``) on the pools built from the engine's
-    aggregates. The provider has refused a metric that needs rater identity (:func:`refuse`) before: such a
-    metric does not depend on the aggregates.
+    aggregates. A metric that needs each rater's sums (:func:`needs_raters`) reads pools that carry them
+    (:meth:`~labelgate.sqlagg.Aggregated.rater_pools`) and is computed without an interval (its resamples need the
+    judgements): ``interval_unavailable`` then says why. The provider has refused such a metric on an engine
+    without the raters' sums (:func:`refuse`) before.
 
     ``details.sql`` reports the shared fetch: ``fetch_id`` is the same for every expectation that used it.
 
@@ -93,8 +106,17 @@ def sql_metric(finish: Callable[[Pools, dict[str, Any]], dict[str, Any]], aggreg
         As the pandas path: a parameter naming what the batch does not hold, missing ids, duplicate
         judgements, labels outside ``categories``.
     """
-    pools = aggregated.pools_for(need_trusted)
-    out = finish(pools, kw)
+    why = needs_raters(metric_name, kw)
+    if why is None:
+        pools, report = aggregated.pools_for(need_trusted), aggregated.report
+        out = finish(pools, kw)
+    else:
+        pools, report = aggregated.rater_pools(need_trusted)
+        out = finish(pools, {**kw, "ci": None})
+        if kw.get("ci") is not None:
+            out["interval_unavailable"] = (f"no interval on a SQL batch: {why}, and the resamples draw the "
+                                           "judgements, which stay in the database (the point values are computed "
+                                           "from its sums); validate on a pandas batch for an interval")
     # what the statistic read: a reader that aggregated the same table before can check it did not change since
-    out["sql"] = {**aggregated.report, "counts": dict(aggregated.digests())}
+    out["sql"] = {**report, "counts": dict(aggregated.digests())}
     return out

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from labelgate.core.ratings import FloatArray, IntArray, RaterSlot, Ratings
+from labelgate.core.tallied import is_tallied
 from labelgate.errors import DesignError, Reason
 from labelgate.metrics._blocks import table_totals
 
@@ -340,6 +341,8 @@ def rater_category_totals(v: ItemView, mask: np.ndarray | None = None) -> FloatA
     """Column sums of :func:`rater_category_block`, computed without building it."""
     r = v.ratings
     on = v.pairable if mask is None else mask
+    if is_tallied(r):  # aggregated in a database: the raters' counts of these items come from its sums
+        return r.rater_category_table(v.codes[on]).ravel().astype(np.float64)
     # every item of the Ratings, hence every judgement: no positions; else positions, and every judgement only if
     # they cover them all
     rows = None if v.shared.get("whole") and on.all() else v.rows_on_axis(mask)[0]

@@ -18,6 +18,7 @@ import numpy as np
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.core.sets import SetRatings
+from labelgate.core.tallied import is_tallied
 from labelgate.errors import ParameterError, Reason, check_option
 from labelgate.metrics._blocks import column_sums, table_totals
 from labelgate.metrics._chance import _marginal_totals
@@ -325,6 +326,10 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
     obs = np.column_stack([mean_sq_diff, v.pairable.astype(np.float64)])
 
     def rater_totals() -> np.ndarray:
+        if is_tallied(r):  # aggregated in a database: per rater and category counts of the pairable items
+            x = r.category_values - r.moment_center
+            table = r.rater_category_table(v.codes[v.pairable]).astype(np.float64)
+            return (table @ np.column_stack([np.ones_like(x), x, x * x])).ravel()
         rows, _ = v.rows_on_axis()
         x = r.values[rows] - r.moment_center
         g = r.rater_codes[rows]

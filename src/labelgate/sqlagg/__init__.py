@@ -4,7 +4,9 @@
 rows they read. ``sql``: its SQLAlchemy implementation. ``plan``: the backend-neutral driver (checks, duplicate
 rule, categories, the pools built by :meth:`labelgate.Ratings.from_aggregates`). ``pools``: the :class:`Pools`
 of a batch and the errors of a batch that lacks what a parameter names. ``raters``: every rater's diagnostics from
-two aggregate queries (:func:`~labelgate.sqlagg.raters.rater_evidence`).
+two aggregate queries (:func:`~labelgate.sqlagg.raters.rater_evidence`). ``tallies``: each rater's category counts
+per item class (one query), from which the labeler ICC, Conger's κ and ι are computed
+(:func:`~labelgate.sqlagg.tallies.tallied_pools`, :meth:`Aggregated.rater_pools`).
 
 A layer between ``metrics`` and ``gx | pipeline`` (both import it); numpy only at import, SQLAlchemy lazily.
 """

@@ -19,22 +19,24 @@ in the GX layer) runs the queries; this module decides, in the order the pandas 
 between servers). The item bootstrap draws items by position, so the same ``seed`` gives the same interval as the
 pandas path on the same rows sorted by item id; point values do not depend on the order.
 
-The entry points: :func:`aggregate` (the pools or the error, and what the queries fetched) and
-:class:`AggregatePlan` (the steps, for callers that need the scope or raise at once).
+The entry points: :func:`aggregate` (the pools or the error, and what the queries fetched; its
+:meth:`Aggregated.rater_pools` adds each rater's sums, for the rater-specific metrics) and :class:`AggregatePlan`
+(the steps, for callers that need the scope or raise at once).
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from labelgate.core.categories import sorted_distinct
 from labelgate.core.ratings import Ratings
-from labelgate.errors import InputError, LabelGateError, ParameterError, Reason
+from labelgate.errors import DesignError, InputError, LabelGateError, ParameterError, Reason
 from labelgate.sqlagg.backend import AggregateBackend, Scope
 from labelgate.sqlagg.pools import (
     Pools,
@@ -45,6 +47,7 @@ from labelgate.sqlagg.pools import (
     missing_question_column,
     pool_coverage,
 )
+from labelgate.sqlagg.tallies import RaterTallyBackend, tallied_pools
 
 #: The parameters (``kw``) that decide what the database aggregates.
 AGGREGATE_KEYS: tuple[str, ...] = ("item_column", "rater_column", "label_column", "pool_column", "question_column",
@@ -70,6 +73,11 @@ class Aggregated:
     pool_column: str | None = None
     #: The pools' :func:`~labelgate.sqlagg.pools.counts_digest`, computed once (:meth:`digests`).
     _digests: dict[str, str | None] | None = field(default=None, repr=False)
+    #: The backend and the rows the plan read: :meth:`rater_pools` queries them again for the raters' sums.
+    backend: AggregateBackend | None = field(default=None, repr=False)
+    scope: Scope | None = field(default=None, repr=False)
+    _rater_pools: Pools | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def digests(self) -> dict[str, str | None]:
         """``{"crowd": …, "trusted": …}``: each pool's counts digest (None for no pool), computed on the first call
@@ -101,6 +109,30 @@ class Aggregated:
         return self.pools
 
 
+    def rater_pools(self, need_trusted: bool) -> tuple[Pools, dict[str, Any]]:
+        """The pools with their raters' sums (:func:`labelgate.sqlagg.tallies.tallied_pools`: one more query, run
+        on the first call and shared by every metric that uses these aggregates), and the report with it.
+
+        Raises
+        ------
+        ParameterError, InputError
+            As :meth:`pools_for`; a batch that changed between the queries.
+        DesignError
+            A backend that does not sum judgements per rater.
+        """
+        pools = self.pools_for(need_trusted)
+        backend, scope = self.backend, self.scope
+        if backend is None or scope is None or not hasattr(backend, "rater_label_counts"):
+            raise DesignError(f"The raters' sums are not computed on a {self.report.get('dialect') or 'this'} "
+                              "batch; validate this expectation on a pandas or SQL batch.",
+                              Reason.INCOMPATIBLE_RATINGS)
+        with self._lock:
+            if self._rater_pools is None:
+                self._rater_pools = tallied_pools(cast(RaterTallyBackend, backend), scope, pools)
+            report = {**self.report, "queries": backend.queries, "rows_fetched": backend.rows_fetched}
+        return self._rater_pools, report
+
+
 def aggregate(backend: AggregateBackend, kw: Mapping[str, Any]) -> Aggregated:
     """Run the aggregate plan on ``backend``; a LabelGate error is kept (each dependent metric raises it).
 
@@ -114,7 +146,8 @@ def aggregate(backend: AggregateBackend, kw: Mapping[str, Any]) -> Aggregated:
     except LabelGateError as exc:
         error = exc
     return Aggregated(pools, error, plan.report(), early=plan.early, columns=plan.batch_columns,
-                      trusted_error=plan.trusted_error, pool_column=kw.get("pool_column"))
+                      trusted_error=plan.trusted_error, pool_column=kw.get("pool_column"), backend=backend,
+                      scope=plan.scope)
 
 
 class AggregatePlan:

@@ -24,6 +24,7 @@ from labelgate.core.categories import sorted_distinct
 from labelgate.sqlagg.backend import Scope, Within
 from labelgate.sqlagg.pgarrays import copy_int64_arrays
 from labelgate.sqlagg.pgcopy import copies, copy_int64
+from labelgate.sqlagg.sql_raters import RaterQueries
 from labelgate.sqlagg.values import INTEGER_OIDS, OTHER_OIDS, bound, holds_nan, missing_label
 
 #: Rows per chunk of the streamed count rows.
@@ -34,7 +35,7 @@ WIDE_CELLS = 16
 _CASE_LABELS = 256
 
 
-class SqlAlchemyBackend:
+class SqlAlchemyBackend(RaterQueries):
     """Aggregate queries over one SQLAlchemy selectable.
 
     Parameters
@@ -397,60 +398,6 @@ class SqlAlchemyBackend:
         import sqlalchemy as sa
 
         return sa.case(*((self.equals(scope.label, v), k) for k, v in enumerate(labels)), else_=-1)
-
-    def first_pool(self, scope: Scope) -> list[Any]:
-        """The conditions selecting the ``"labelled"`` rows of the first pool."""
-        first = [self.equals(str(scope.pool), scope.pools[0])] if scope.pool is not None else []
-        return [*self.where(scope, "labelled"), *first]
-
-    def rater_contexts(self, scope: Scope, labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
-        """Judgements of the first pool grouped by (rater, label, the item's counts in both pools): one query.
-
-        Per (pool, item) the label counts (one ``sum(CASE ...)`` column per label), joined to the first pool's
-        judgements on the item (the second pool outer-joined), grouped by the rater, the label code and the
-        counts.
-        """
-        import sqlalchemy as sa
-
-        item, q = self.col(scope.item), len(labels)
-        code = self.label_code(scope, labels)
-        keys = [self.col(scope.pool)] if scope.pool is not None else []
-        counts = (sa.select(*keys, item.label("i"),
-                            *[sa.func.sum(sa.case((code == k, 1), else_=0)).label(f"n{k}") for k in range(q)])
-                  .select_from(self.source).where(*self.where(scope, "labelled")).group_by(*keys, item))
-        mine = counts.where(*([self.equals(str(scope.pool), scope.pools[0])] if keys else [])).subquery("lg_c1")
-        judged = (sa.select(self.col(scope.rater).label("r"), code.label("l"), item.label("i"))
-                  .select_from(self.source).where(*self.first_pool(scope)).subquery("lg_j"))
-        first = [mine.c[f"n{k}"] for k in range(q)]
-        join = judged.join(mine, mine.c.i == judged.c.i)
-        if keys and len(scope.pools) > 1:
-            other = counts.where(self.equals(str(scope.pool), scope.pools[1])).subquery("lg_c2")
-            join = join.outerjoin(other, other.c.i == judged.c.i)
-            second: list[Any] = [sa.func.coalesce(other.c[f"n{k}"], 0) for k in range(q)]
-        else:
-            second = [sa.literal(0) for _ in range(q)]
-        inner = (sa.select(judged.c.r, judged.c.l, *[c.label(f"a{k}") for k, c in enumerate(first)],
-                           *[c.label(f"b{k}") for k, c in enumerate(second)]).select_from(join).subquery("lg_x"))
-        names = [inner.c.l, *[inner.c[f"a{k}"] for k in range(q)], *[inner.c[f"b{k}"] for k in range(q)]]
-        rows = self.fetch(sa.select(inner.c.r, inner.c.l, sa.func.count(), *names[1:])
-                          .group_by(inner.c.r, *names))
-        raters = [row[0] for row in rows]
-        table = np.asarray([row[1:] for row in rows], dtype=np.int64).reshape(len(rows), 2 + 2 * q)
-        return raters, table
-
-    def rater_pairs(self, scope: Scope, labels: Sequence[Any]) -> tuple[list[Any], list[Any], np.ndarray]:
-        """Co-rating pairs of the first pool's raters: a self-join of its judgements on the item (one query)."""
-        import sqlalchemy as sa
-
-        judged = (sa.select(self.col(scope.rater).label("r"), self.label_code(scope, labels).label("l"),
-                            self.col(scope.item).label("i"))
-                  .select_from(self.source).where(*self.first_pool(scope)))
-        a, b = judged.subquery("lg_a"), judged.subquery("lg_b")
-        rows = self.fetch(sa.select(a.c.r, b.c.r, sa.func.count(),
-                                    sa.func.sum(sa.case((a.c.l == b.c.l, 1), else_=0)))
-                          .select_from(a.join(b, sa.and_(a.c.i == b.c.i, a.c.r < b.c.r))).group_by(a.c.r, b.c.r))
-        table = np.asarray([row[2:] for row in rows], dtype=np.int64).reshape(len(rows), 2)
-        return [row[0] for row in rows], [row[1] for row in rows], table
 
 
 

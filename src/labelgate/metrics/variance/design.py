@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from labelgate.core.ratings import FloatArray, IntArray, Ratings, _moments
-from labelgate.errors import ParameterError
+from labelgate.core.tallied import TalliedRatings, is_tallied
+from labelgate.errors import DesignError, ParameterError, Reason
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -19,12 +20,12 @@ else:
     sp = lazy("scipy.sparse")
 
 
-def numeric_values(r: Ratings, function: str) -> FloatArray:
+def numeric_values(r: Ratings, function: str, *, read: bool = True) -> FloatArray:
     """Numeric value of each rating for the model-based metrics.
 
     Interval/ratio: the values; ordinal: ranks 0..q-1; nominal with at most two
     categories: 0/1 in category order. Other nominal labels have no numeric
-    scale and raise :class:`ParameterError`.
+    scale and raise :class:`ParameterError`. ``read=False``: check only, and return the categories' values.
     """
     if not isinstance(r, Ratings):
         raise ParameterError(f"{function} takes a Ratings; got {type(r).__name__}.", parameter="r")
@@ -33,7 +34,7 @@ def numeric_values(r: Ratings, function: str) -> FloatArray:
             f"{function} needs numeric labels (interval/ratio), ordinal ranks or a binary label; got a nominal "
             f"label with {r.n_categories} categories. Build the Ratings with level='ordinal' or 'interval' if "
             "the categories are ordered.", parameter="level", value=r.level)
-    return r.values
+    return r.values if read else r.category_values
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Crossed:
     mean: float
     n_raters: int
     pairable: np.ndarray
+    #: Built from per-item and per-rater sums (:func:`crossed_from_sums`): no judgement to resample.
+    from_sums: bool = False
 
     @property
     def n_axis(self) -> int:
@@ -68,19 +71,31 @@ class Crossed:
         keep = self.pairable[self.pos]
         return _moments(self.rater[keep], self.y[keep], self.n_raters)
 
+    def _judgements(self) -> None:
+        """Refuse what needs the judgements (the bootstrap's weighted moments) on a view built from sums."""
+        if self.from_sums:
+            raise DesignError("The variance components' bootstrap resamples items and raters, which needs every "
+                              "judgement; these ratings hold only per-item and per-rater sums (aggregated in a "
+                              "database). Compute the interval on the judgements (a pandas batch).",
+                              Reason.INCOMPATIBLE_RATINGS)
+
     @cached_property
     def by_item(self) -> sp.csr_matrix:
         """Stacked (3 n_axis, n_raters) matrix of 1, y, y^2: times rater weights gives item moments."""
+        self._judgements()
         return _stacked(self.pos, self.rater, self.y, self.n_axis, self.n_raters)
 
     @cached_property
     def by_rater(self) -> sp.csr_matrix:
         """Stacked (3 n_raters, n_axis) matrix: times item weights gives rater moments."""
+        self._judgements()
         return _stacked(self.rater, self.pos, self.y, self.n_raters, self.n_axis)
 
 
 def crossed(r: Ratings, function: str, axis: IntArray | None = None) -> Crossed:
     """Build the :class:`Crossed` view of ``r`` on ``axis`` (default: every item)."""
+    if is_tallied(r):
+        return crossed_from_sums(r, function, axis)
     values = numeric_values(r, function)
     if axis is None:
         axis = np.flatnonzero(r.ratings_per_item > 0)
@@ -96,6 +111,41 @@ def crossed(r: Ratings, function: str, axis: IntArray | None = None) -> Crossed:
     kept = pairable[pos]
     mean = float(y[kept].mean()) if kept.any() else (float(y.mean()) if y.size else 0.0)
     return Crossed(axis=axis, pos=pos, rater=rater, y=y - mean, mean=mean, n_raters=n_raters, pairable=pairable)
+
+
+def crossed_from_sums(r: TalliedRatings, function: str, axis: IntArray | None = None) -> Crossed:
+    """The :class:`Crossed` view of ratings aggregated in a database, from their item x category counts and their
+    raters' category counts on the pairable items: the same centred moments as :func:`crossed` on the judgements,
+    without them (so :attr:`Crossed.by_item` / :attr:`Crossed.by_rater`, the bootstrap's, are refused).
+
+    Raises
+    ------
+    DesignError
+        ``axis`` is not every rated item (the rater sums cover a pool's rated items).
+    """
+    numeric_values(r, function, read=False)
+    rated = np.flatnonzero(r.ratings_per_item > 0)
+    if axis is not None and not np.array_equal(np.asarray(axis), rated):
+        raise DesignError(f"{function}: the raters' sums aggregated in the database cover every rated item of the "
+                          "pool, not a subset of items; compute it on the judgements (a pandas batch).",
+                          Reason.INCOMPATIBLE_RATINGS)
+    counts = r.item_counts[rated].astype(np.float64)
+    n = counts.sum(axis=1)
+    pairable = n >= 2
+    values = r.category_values
+    kept = float(n[pairable].sum())
+    mean = float(counts[pairable].sum(axis=0) @ values / kept) if kept else float(counts.sum(axis=0) @ values
+                                                                                  / max(float(n.sum()), 1.0))
+    y = values - mean
+    powers = np.column_stack([np.ones_like(y), y, y * y])
+    raters = r.rater_category_table(rated[pairable]).astype(np.float64)
+    empty = np.zeros(0, dtype=np.int64)
+    c = Crossed(axis=rated, pos=empty, rater=empty, y=np.zeros(0), mean=mean, n_raters=r.n_raters,
+                pairable=pairable, from_sums=True)
+    # cached_property reads the instance dict first: the moments are the sums, not computed from judgements
+    c.__dict__["item_m"] = counts @ powers
+    c.__dict__["rater_m"] = raters @ powers
+    return c
 
 
 def _compact_codes(codes: IntArray, n: int) -> tuple[IntArray, int]:
