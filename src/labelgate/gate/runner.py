@@ -54,6 +54,7 @@ from labelgate.gate.audit import (
     reuse,
 )
 from labelgate.gate.decision import GateDecision
+from labelgate.pipeline import units
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
 from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
@@ -224,6 +225,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     summary = with_raters(record_summary(record, warnings=decision.warnings))
     # per-rater rows go to the report and result.json, not into the store (they grow with the raters)
     summary["diagnostics"] = to_jsonable(diagnosed["diagnostics"])
+    if selection.get("units"):  # spans and boxes: what was expanded, and the agreement on each label
+        summary["units"] = to_jsonable(units.report(cfg, selection["units"], frame))
     state["step"] = "publish"
     if hooks.publish is not None:
         publish = hooks.publish
@@ -235,7 +238,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
     stored = timed(timing, "persist", lambda: store.append(record))
     return _write_back(cfg, batch, crowd, {**with_raters(record_summary(stored, warnings=decision.warnings)),
-                                            "timing": timing, "diagnostics": summary["diagnostics"]}, hooks)
+                                            "timing": timing, "diagnostics": summary["diagnostics"],
+                                            **({"units": summary["units"]} if "units" in summary else {})}, hooks)
 
 
 @dataclass

@@ -1,0 +1,309 @@
+"""Spans and boxes as units: the judgement table of a ``kind: spans`` or ``kind: boxes`` question, expanded into the
+long table of one categorical judgement per (unit, rater) that the gate and the monitor measure.
+
+A span table holds one row per span (``[start, end)`` character offsets, a label, the text's length); a box table one
+row per box. :meth:`labelgate.Ratings.from_spans` and :meth:`labelgate.Ratings.from_boxes` define the units (each
+position or token of a text, each object of an image: boxes of different raters grouped at the IoU threshold) and
+every rater's label on each of them (``O`` outside every span; ``none`` for an object a rater drew no box for). This
+module only calls them on both pools at once (so the crowd's and the trusted pool's units are the same units) and
+writes their judgements back as rows: one implementation of the expansion, whatever reads the table after it
+(validation, the GX suite, the diagnostics, the monitor's merge).
+
+A unit's item id is the item's id and the unit's place in it joined by ``#`` (``doc7#120``: position 120 of text
+``doc7``; ``img3#2``: object 2 of image ``img3``); its rater and pool are the span's or box's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from labelgate.errors import InputError, Reason
+from labelgate.pipeline.config import GateConfig, Question
+from labelgate.pipeline.sources.pools import question_value
+
+#: The label of a position no span covers, and of an object a rater drew no box for (the core's, see
+#: :meth:`labelgate.Ratings.from_spans` / :meth:`~labelgate.Ratings.from_boxes`).
+OUTSIDE = "O"
+MISSED = "none"
+#: Joins an item's id and a unit's place in it.
+UNIT_SEP = "#"
+#: Joins a pool and a rater id while both pools are expanded at once (a rater id may be in both pools).
+_POOL_SEP = "\x1f"
+
+
+def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the labels of every ``level: set`` question written as sorted tuples of texts.
+
+    A cell is read as the core reads it (:func:`labelgate.core.sets.encode_sets`: a list, tuple, set, frozenset or
+    a Parquet list is a set; a string is split at the question's ``sep``; an empty one is the empty set, "none
+    applies"; a missing cell is no judgement). One canonical form makes the label the same whatever the file's
+    format, hashes alike in every process (a frozenset's text depends on the process's string hashing) and is
+    what validation checks element by element. The table is copied only when it holds a set question.
+
+    Raises
+    ------
+    InputError
+        A cell that is none of these (a string without ``sep``, a number), naming the column and the row.
+    """
+    questions = [q for q in config.questions if q.level == "set"]
+    if not questions:
+        return frame
+    from labelgate.core.sets import encode_sets
+
+    frame = frame.copy()
+    for question in questions:
+        column = config.label_column(question)
+        if column not in frame.columns:
+            continue  # validation names the missing column
+        rows = _rows_of(frame, config, question) if config.columns.question else np.ones(len(frame), dtype=bool)
+        cells = frame[column].to_numpy(dtype=object)[rows]
+        encoded = encode_sets(pd.Series(cells, dtype=object), sep=question.sep, name=column,
+                              row_labels=frame.index[rows])
+        forms = np.empty(len(encoded.categories) + 1, dtype=object)
+        forms[:-1] = [tuple(sorted(str(e) for e in members)) for members in encoded.categories]
+        forms[-1] = None  # code -1: a missing cell
+        out = frame[column].astype(object).to_numpy(copy=True)
+        out[rows] = forms[np.asarray(encoded.codes, dtype=np.int64)]
+        frame[column] = out
+    return frame
+
+
+def set_elements(labels: Any) -> list[str]:
+    """The distinct elements of canonical set labels (:func:`canonical_sets`), sorted."""
+    return sorted({element for label in labels if isinstance(label, tuple) for element in label})
+
+
+def drawn(config: GateConfig) -> list[Question]:
+    """The questions whose judgements are spans or boxes."""
+    return [q for q in config.questions if q.kind != "labels"]
+
+
+def unit_label(question: Question) -> str | None:
+    """The label the core gives a unit where a rater marked nothing (``O`` for spans, ``none`` for boxes)."""
+    return {"spans": OUTSIDE, "boxes": MISSED}.get(question.kind)
+
+
+def unit_config(config: GateConfig) -> GateConfig:
+    """``config`` as it applies to the expanded table: every span / box question lists its categories with the unit
+    label (``O`` / ``none``) added, since validation checks each unit's label against them. Idempotent."""
+    questions = []
+    for question in config.questions:
+        extra = unit_label(question)
+        if extra is not None and question.categories is not None and extra not in question.categories:
+            question = question.model_copy(update={"categories": [*question.categories, extra]})
+        questions.append(question)
+    return config.model_copy(update={"questions": questions})
+
+
+def expand(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame
+           ) -> tuple[GateConfig, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """The crowd and trusted tables with every span / box question's rows replaced by its unit judgements.
+
+    Returns ``(config, crowd, trusted, info)``: the configuration as it applies to the units (:func:`unit_config`),
+    both tables (the rows of ``kind: labels`` questions as they were), and per expanded question what was read
+    (``{"kind", "unit", "rows": {pool: n}, "items": {pool: n}, "units": n}``, and for boxes the mean matched IoU per
+    pool and per rater when the core reports it). Tables with no span / box question are returned as they are.
+
+    Raises
+    ------
+    InputError
+        A column a question names is missing, or the core refuses a span or box (its message names the row).
+    """
+    crowd, trusted = (canonical_sets(config, t) for t in (crowd, trusted))
+    questions = drawn(config)
+    if not questions:
+        return config, crowd, trusted, {}
+    cols = config.columns
+    both = _with_pool(crowd, config.pools.crowd, cols.pool), _with_pool(trusted, config.pools.trusted, cols.pool)
+    pieces: list[list[pd.DataFrame]] = [[], []]
+    keep = [np.ones(len(t), dtype=bool) for t in both]
+    info: dict[str, Any] = {}
+    for question in questions:
+        mine = [_rows_of(t, config, question) for t in both]
+        for k, mask in enumerate(mine):
+            keep[k] &= ~mask
+        units, summary = _units(config, question, both[0].loc[mine[0]], both[1].loc[mine[1]])
+        info[question.name] = summary
+        for k, pool in enumerate((config.pools.crowd, config.pools.trusted)):
+            pieces[k].append(units.loc[(units[cols.pool] == pool).to_numpy(bool)])
+    out = [pd.concat([t.loc[k], *p], ignore_index=True) for t, k, p in zip(both, keep, pieces, strict=True)]
+    return unit_config(config), out[0], out[1], info
+
+
+def _with_pool(frame: pd.DataFrame, value: str, column: str) -> pd.DataFrame:
+    return frame if column in frame.columns else frame.assign(**{column: value})
+
+
+def _rows_of(frame: pd.DataFrame, config: GateConfig, question: Question) -> np.ndarray:
+    """Which rows of ``frame`` are ``question``'s (all of them without a question column)."""
+    if not config.columns.question:
+        return np.ones(len(frame), dtype=bool)
+    column = config.columns.question
+    if column not in frame.columns:
+        raise InputError(f"Column {column!r} (columns.question) is missing; the table has columns "
+                         f"{sorted(map(str, frame.columns))}.", Reason.MISSING_COLUMN, column=column)
+    return (frame[column].astype(object) == question_value(config, question)).to_numpy(bool)
+
+
+def _units(config: GateConfig, question: Question, crowd: pd.DataFrame, trusted: pd.DataFrame
+           ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The unit judgements of one question's span / box rows of both pools, and what was read."""
+    cols = config.columns
+    label = config.label_column(question)
+    rows = pd.concat([crowd, trusted], ignore_index=True)
+    if rows.empty:
+        raise InputError(f"Question {question.name!r} ({question.kind}) has no row in the batch or the trusted "
+                         "table.", Reason.EMPTY_INPUT)
+    names = _columns(config, question)
+    missing = [c for c in (cols.item, cols.rater, label, *names.values()) if c not in rows.columns]
+    if missing:
+        raise InputError(f"Question {question.name!r} ({question.kind}) reads column(s) {missing}; the table has "
+                         f"columns {sorted(map(str, rows.columns))}.", Reason.MISSING_COLUMN, column=missing[0])
+    pool = rows[cols.pool].astype(str)
+    frame = pd.DataFrame({"item": rows[cols.item].astype(str),
+                          "rater": (pool + _POOL_SEP + rows[cols.rater].astype(str)).to_numpy(),
+                          "label": rows[label], **{k: rows[c] for k, c in names.items()}})
+    ratings = _ratings(question, frame)
+    units = _rows(ratings, config, question)
+    summary: dict[str, Any] = {
+        "kind": question.kind, "unit": question.spans.unit if question.spans is not None else "object",
+        "rows": {str(p): int(n) for p, n in pool.value_counts().items()},
+        "items": {str(p): int(n) for p, n in rows.groupby(pool)[cols.item].nunique().items()},
+        "units": int(ratings.n_items)}
+    if question.kind == "boxes":
+        summary["iou"] = matched_iou(frame, question)
+    return units, summary
+
+
+def _columns(config: GateConfig, question: Question) -> dict[str, str]:
+    """``{argument of the core's constructor: column}`` of a span / box question."""
+    if question.spans is not None:
+        spans = question.spans
+        named = {"start": spans.start, "end": spans.end, "length": spans.length}
+        return {**named, "tokens": spans.tokens} if spans.tokens else named
+    boxes = question.boxes
+    assert boxes is not None  # the config's validator gives every boxes question its columns
+    return {"x": boxes.x, "y": boxes.y, "width": boxes.width, "height": boxes.height}
+
+
+def _ratings(question: Question, frame: pd.DataFrame) -> Any:
+    """The core's Ratings of one question's spans or boxes (``frame`` in the constructor's argument names)."""
+    from labelgate.core.ratings import Ratings
+
+    shared = {"item": "item", "rater": "rater", "label": "label"}
+    if question.spans is not None:
+        extra = {"tokens": "tokens"} if "tokens" in frame.columns else {}
+        return Ratings.from_spans(frame, start="start", end="end", length="length", unit=question.spans.unit,
+                                  **shared, **extra)
+    assert question.boxes is not None
+    return Ratings.from_boxes(frame, x="x", y="y", width="width", height="height", iou=question.boxes.iou,
+                              **shared)
+
+
+def _rows(ratings: Any, config: GateConfig, question: Question) -> pd.DataFrame:
+    """The judgements of ``ratings`` as rows in the table's columns, pools and raters split back apart."""
+    cols = config.columns
+    items = np.asarray([_unit_id(v) for v in np.asarray(ratings.item_labels, dtype=object)], dtype=object)
+    raters = pd.Series(np.asarray(ratings.rater_labels, dtype=object)).astype(str).str.split(_POOL_SEP, n=1,
+                                                                                          expand=True)
+    categories = np.asarray(ratings.categories, dtype=object)
+    if ratings.level != "nominal":
+        raise InputError(f"Question {question.name!r}: a rater's overlapping spans with different labels make a "
+                         "position's judgement a set; the gate measures spans whose labels do not overlap (merge or "
+                         "drop the overlapping spans first).", Reason.INVALID_PARAMETER)
+    out = pd.DataFrame({cols.item: items[ratings.item_codes],
+                        cols.rater: raters[1].to_numpy(dtype=object)[ratings.rater_codes],
+                        config.label_column(question): categories[ratings.value_codes],
+                        cols.pool: raters[0].to_numpy(dtype=object)[ratings.rater_codes]})
+    if cols.question:
+        out[cols.question] = question_value(config, question)
+    return out
+
+
+def _unit_id(label: Any) -> str:
+    """``item#place`` from the core's unit label (a tuple ``(item, place)``, or already text)."""
+    if isinstance(label, tuple):
+        return UNIT_SEP.join(str(part) for part in label)
+    return str(label)
+
+
+def matched_iou(frame: pd.DataFrame, question: Question) -> dict[str, Any]:
+    """Mean IoU of the matched boxes, per pool and per rater (:func:`labelgate.metrics.mean_matched_iou`), or
+    ``{}`` when the core does not report it."""
+    import labelgate as lg
+
+    measure = getattr(lg, "mean_matched_iou", None)
+    if measure is None or question.boxes is None:
+        return {}
+    result = measure(frame, item="item", rater="rater", x="x", y="y", width="width", height="height",
+                     label="label", iou=question.boxes.iou)
+    return _split_iou(result)
+
+
+def _split_iou(result: Any) -> dict[str, Any]:
+    """The core's mean matched IoU with the pool-qualified raters split into ``{"pools": {...}, "raters": {...}}``."""
+    if not isinstance(result, dict):
+        return {"mean": float(result)}
+    out: dict[str, Any] = {"raters": {}}
+    for key, value in result.items():
+        if isinstance(value, dict):
+            for rater, v in value.items():
+                pool, _, name = str(rater).partition(_POOL_SEP)
+                out["raters"].setdefault(pool, {})[name] = float(v)
+        else:
+            out[str(key)] = float(value)
+    return out
+
+
+def per_label(config: GateConfig, frame: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Per span / box question, the agreement on each label alone: every unit recoded "this label" or "another",
+    then the crowd's and the trusted pool's Krippendorff's α and κx between them (no interval; the gate decides on
+    the question's own suite). ``frame`` is the gate's canonical table (``item_id, rater_id, label, pool,
+    question``). A label one pool never uses has undefined (NaN) coefficients, reported as such.
+
+    Returns ``{question: [{"label", "units_crowd", "units_trusted", "alpha_crowd", "alpha_trusted",
+    "cross_kappa"}, ...]}``, labels in the order of the question's categories (the unit label left out).
+    """
+    from labelgate.core.ratings import ratings_by_pool
+    from labelgate.metrics.alpha import krippendorff_alpha
+    from labelgate.metrics.cross import cross_kappa
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for question in drawn(config):
+        rows = frame.loc[(frame["question"] == question.name).to_numpy(bool)]
+        if rows.empty:
+            continue
+        blank = unit_label(question)
+        present = pd.unique(rows["label"])
+        labels = [c for c in (question.categories or sorted(map(str, present))) if c != blank]
+        table = []
+        for label in labels:
+            hit = (rows["label"] == label).to_numpy(bool)
+            pools = ratings_by_pool(rows.assign(label=hit), categories=[False, True])
+            crowd, trusted = pools.get(config.pools.crowd), pools.get(config.pools.trusted)
+            entry: dict[str, Any] = {
+                "label": label,
+                "units_crowd": int(hit[(rows["pool"] == config.pools.crowd).to_numpy(bool)].sum()),
+                "units_trusted": int(hit[(rows["pool"] == config.pools.trusted).to_numpy(bool)].sum())}
+            entry["alpha_crowd"] = _value(krippendorff_alpha, crowd)
+            entry["alpha_trusted"] = _value(krippendorff_alpha, trusted)
+            entry["cross_kappa"] = _value(cross_kappa, crowd, trusted)
+            table.append(entry)
+        out[question.name] = table
+    return out
+
+
+def _value(metric: Any, *ratings: Any) -> float:
+    """The metric's point value, NaN when a pool is absent or the metric is undefined there."""
+    if any(r is None for r in ratings):
+        return float("nan")
+    return float(metric(*ratings).value)
+
+
+def report(config: GateConfig, expanded: dict[str, Any], frame: pd.DataFrame) -> dict[str, Any]:
+    """What the report shows of each span / box question: :func:`expand`'s account of it and :func:`per_label`."""
+    labels = per_label(config, frame)
+    return {name: {**summary, "labels": labels.get(name, [])} for name, summary in expanded.items()}
