@@ -18,6 +18,7 @@ from labelgate._version import __version__ as __version__
 from labelgate.core.estimate import Estimate as Estimate
 from labelgate.core.ratings import Ratings as Ratings
 from labelgate.core.ratings import ratings_by_pool as ratings_by_pool
+from labelgate.core.sets import SetRatings as SetRatings  # installs level="set" (multi-label) in Ratings.from_long
 from labelgate.errors import DesignError as DesignError
 from labelgate.errors import InputError as InputError
 from labelgate.errors import LabelGateError as LabelGateError

@@ -18,9 +18,9 @@ contingency tables are read by :mod:`labelgate.core.categories` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,9 @@ from labelgate.core.statistics import _moments as _moments  # re-exported: the D
 from labelgate.errors import InputError, Reason, check_option
 
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
+#: The builders of set-valued (multi-label) ratings, level "set": installed by :mod:`labelgate.core.sets` (which
+#: subclasses `Ratings`, so this module cannot import it; the package imports it with the core).
+MULTI_LABEL: dict[str, Callable[..., Any]] = {}
 
 __all__ = [
     "LEVELS",
@@ -128,8 +131,9 @@ class Ratings(SufficientStatistics):
     # ------------------------------------------------------------------ builders
     @classmethod
     def from_long(cls, data: Any, item: str = "item_id", rater: str = "rater_id", value: str = "label", *,
-                  level: Level = "nominal", categories: Sequence[Any] | None = None,
-                  duplicates: DuplicatePolicy = "error", missing: MissingPolicy = "drop") -> Ratings:
+                  level: Level | Literal["set"] = "nominal", categories: Sequence[Any] | None = None,
+                  duplicates: DuplicatePolicy = "error", missing: MissingPolicy = "drop",
+                  distance: str | None = None, sep: str | None = None) -> Ratings:
         """Build from long data: one row per judgement.
 
         Parameters
@@ -143,8 +147,10 @@ class Ratings(SufficientStatistics):
             hashing strings (:mod:`labelgate.core.strings`).
         item, rater, value : str
             Column names of the item id, rater id and label.
-        level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
-            Measurement level of the label.
+        level : {"nominal", "ordinal", "interval", "ratio", "set"}, default "nominal"
+            Measurement level of the label. ``"set"``: each label is a set of
+            categories (multi-label), compared by ``distance``; the result is a
+            :class:`labelgate.core.sets.SetRatings`.
         categories : sequence, optional
             Explicit (ordered) category list. A label outside it is an error.
             Default: the sorted observed labels.
@@ -153,6 +159,14 @@ class Ratings(SufficientStatistics):
         missing : {"drop", "error"}, default "drop"
             Rows whose label is missing are dropped (and counted in
             ``n_dropped_missing``) or rejected.
+        distance : {"jaccard", "masi"}, optional
+            Level ``"set"`` only (default ``"jaccard"``): the distance between two
+            label sets (:mod:`labelgate.core.sets`).
+        sep : str, optional
+            Level ``"set"`` only: a label given as a string is split at ``sep``
+            (``"a|b"``; an empty string is the empty set). A list, tuple, set
+            or frozenset cell is a set as it is; an empty one means "none
+            applies" (a judgement), a missing cell (None, NaN) no judgement.
 
         Raises
         ------
@@ -160,6 +174,9 @@ class Ratings(SufficientStatistics):
             Empty input, missing column, missing item or rater id, unknown
             category, non-numeric value for interval/ratio, duplicate judgement.
         """
+        if level == "set" or distance is not None or sep is not None:
+            return MULTI_LABEL["from_long"](data, item, rater, value, level=level, distance=distance, sep=sep,
+                                            categories=categories, duplicates=duplicates, missing=missing)
         check_option(level, LEVELS, "level", "Ratings.from_long")
         check_option(duplicates, ("error", "first", "last"), "duplicates", "Ratings.from_long")
         check_option(missing, ("drop", "error"), "missing", "Ratings.from_long")
@@ -457,10 +474,13 @@ class AggregatedRatings(Ratings):
 
 
 def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater: str = "rater_id",
-                    value: str = "label", *, level: Level = "nominal", categories: Sequence[Any] | None = None,
-                    duplicates: DuplicatePolicy = "error", missing: MissingPolicy = "drop") -> dict[Any, Ratings]:
+                    value: str = "label", *, level: Level | Literal["set"] = "nominal",
+                    categories: Sequence[Any] | None = None, duplicates: DuplicatePolicy = "error",
+                    missing: MissingPolicy = "drop", distance: str | None = None, sep: str | None = None,
+                    ) -> dict[Any, Ratings]:
     """Split one long table with a pool/replication column into one `Ratings` per pool.
 
+    ``level="set"`` with ``distance`` and ``sep`` reads multi-label judgements as :meth:`Ratings.from_long` does.
     All pools share one category list (explicit, or the union of observed labels) and one item index
     (every item of the table, rated by the pool or not), so cross-replication metrics align items by
     code without re-hashing ids. Each column is factorised once for the whole table.
@@ -474,6 +494,10 @@ def ratings_by_pool(data: Any, pool: str = "pool", item: str = "item_id", rater:
     >>> sorted(pools), pools["crowd"].n_ratings
     (['crowd', 'trusted'], 2)
     """
+    if level == "set" or distance is not None or sep is not None:  # multi-label: as Ratings.from_long
+        return dict(MULTI_LABEL["ratings_by_pool"](data, pool, item, rater, value, level=level, distance=distance,
+                                                   sep=sep, categories=categories, duplicates=duplicates,
+                                                   missing=missing))
     check_option(level, LEVELS, "level", "ratings_by_pool")
     return {name: Ratings(**arguments) for name, arguments in pool_arguments(
         data, pool, item, rater, value, level=level, categories=categories, duplicates=duplicates,
@@ -485,11 +509,16 @@ def common_categories(x: Ratings, y: Ratings) -> tuple[Ratings, Ratings]:
     if x.level != y.level:
         raise InputError(f"The two replications have different levels ({x.level!r} vs {y.level!r}).",
                          Reason.INCOMPATIBLE_RATINGS)
+    if getattr(x, "set_distance", None) != getattr(y, "set_distance", None):
+        raise InputError(f"The two replications compare label sets by different distances "
+                         f"({getattr(x, 'set_distance', None)!r} vs {getattr(y, 'set_distance', None)!r}).",
+                         Reason.INCOMPATIBLE_RATINGS)
     if x.categories == y.categories:
         return x, y
     merged = list(dict.fromkeys([*x.categories, *y.categories]))
     try:
-        merged = sorted(merged)
+        sort_key = getattr(x, "category_sort_key", None)  # sets: "<" is the subset relation, not an order
+        merged = sorted(merged, key=sort_key)
     except TypeError:
         if x.level == "ordinal":
             raise InputError("The two ordinal replications have different, unorderable category lists; "

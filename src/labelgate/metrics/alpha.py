@@ -17,6 +17,7 @@ import numpy as np
 
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
+from labelgate.core.sets import SetRatings
 from labelgate.errors import ParameterError, Reason, check_option
 from labelgate.metrics._blocks import column_sums, table_totals
 from labelgate.metrics._chance import _marginal_totals
@@ -74,6 +75,8 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
     """Krippendorff's alpha on an item axis (default: pairable items of ``r``)."""
     v = view(r, codes)
     on = v.pairable
+    if isinstance(r, SetRatings):  # label sets: the level's distance between the distinct sets observed
+        return _alpha_matrix(r, v, r.set_distances)
     if r.level == "interval":
         return _alpha_interval(v)
     inv = np.zeros_like(v.n)
@@ -100,7 +103,14 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
                              n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
                              n_items_excluded=excluded_single(r), explain=_explain_distance)
 
-    delta = ratio_distance(r.category_values)
+    return _alpha_matrix(r, v, ratio_distance(r.category_values))
+
+
+def _alpha_matrix(r: Ratings, v: ItemView, delta: FloatArray) -> ItemStatistic:
+    r"""α under a fixed q x q distance ``delta``: the within-item sums :math:`n_i^\top \Delta n_i / (n_i - 1)`."""
+    inv = np.zeros_like(v.n)
+    np.divide(1.0, v.n - 1.0, out=inv, where=v.pairable)
+    counts = pairable_counts(v)
     within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
     return ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
@@ -204,7 +214,8 @@ def krippendorff_alpha(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
     nominal ``1[c != k]``; ordinal
     :math:`(\sum_{g=c}^{k} n_g - (n_c + n_k)/2)^2` over the ordered categories
     (unused categories contribute nothing); interval ``(c - k)^2``; ratio
-    ``((c - k)/(c + k))^2``. Interval alpha is computed from per-item moments,
+    ``((c - k)/(c + k))^2``; set (multi-label) the Jaccard or MASI distance
+    between the two label sets (:mod:`labelgate.core.sets`). Interval alpha is computed from per-item moments,
     so continuous labels need no category table.
     ``ci``, ``n_boot``, ``seed``, ``ci_method``: the item-bootstrap interval,
     as in :func:`labelgate.percent_agreement`.

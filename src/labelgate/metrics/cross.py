@@ -28,7 +28,8 @@ from labelgate.core.align import on_one_index
 from labelgate.core.cached import keep_pair_entry, pair_entry
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
-from labelgate.errors import DesignError, ParameterError, Reason, check_option
+from labelgate.core.sets import SetRatings
+from labelgate.errors import DesignError, InputError, ParameterError, Reason, check_option
 from labelgate.metrics._blocks import column_sums, table_totals
 from labelgate.metrics._engine import (
     Components,
@@ -79,6 +80,14 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
     if not isinstance(x, Ratings) or not isinstance(y, Ratings):
         raise ParameterError(f"{function} takes two Ratings (one per replication); got "
                              f"{type(x).__name__} and {type(y).__name__}.", parameter="x")
+    if isinstance(x, SetRatings) or isinstance(y, SetRatings):  # before on_one_index, which copies by x's type
+        if x.level != y.level:
+            raise InputError(f"The two replications have different levels ({x.level!r} vs {y.level!r}).",
+                             Reason.INCOMPATIBLE_RATINGS)
+        if getattr(x, "set_distance", None) != getattr(y, "set_distance", None):
+            raise InputError(f"{function}: the two replications compare label sets by different distances "
+                             f"({_scale(x)} vs {_scale(y)}); build both with the same distance.",
+                             Reason.INCOMPATIBLE_RATINGS)
     x, y = common_categories(*on_one_index(x, y))  # separately built: put on one item index once (cached)
     cx, cy = align_items(x, y)
     if cx.size == 0:
@@ -87,8 +96,15 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
     return x, y, cx, cy
 
 
+def _scale(r: Ratings) -> str:
+    distance = getattr(r, "set_distance", None)
+    return f"level {r.level!r}" + ("" if distance is None else f" with the {distance} distance")
+
+
 def _resolve_distance(x: Ratings, distance: Distance) -> tuple[str, FloatArray | None]:
     """('nominal' | 'ordinal' | 'moments' | 'matrix', fixed matrix or None)."""
+    if distance is None and isinstance(x, SetRatings):  # label sets: the level's Jaccard / MASI distance
+        return "matrix", np.asarray(x.set_distances)
     if distance is None:
         distance = "nominal" if x.level == "nominal" else "ordinal" if x.level == "ordinal" else "interval"
     if isinstance(distance, str):

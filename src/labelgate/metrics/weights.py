@@ -22,7 +22,9 @@ ch. 3) defines
 
 where :math:`\max` is the largest off-diagonal value of the fraction it
 divides, so the most distant pair gets credit 0. With fewer than two
-categories every weighting is the identity.
+categories every weighting is the identity. For label sets (level ``"set"``)
+the default credit is :math:`w_{AB} = 1 - d(A, B)` with the level's Jaccard or
+MASI distance (:mod:`labelgate.core.sets`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from labelgate.core.ratings import FloatArray, Ratings
+from labelgate.core.sets import SetRatings
 from labelgate.errors import ParameterError
 
 WeightName = Literal["identity", "linear", "quadratic", "ordinal", "radical", "ratio", "circular", "bipolar"]
@@ -75,6 +78,12 @@ def weight_matrix(r: Ratings, weights: Weights, function: str) -> FloatArray:
     """
     if not isinstance(weights, str):
         return check_weight_matrix(weights, r.categories, function)
+    if isinstance(r, SetRatings):
+        if weights != "identity":
+            raise ParameterError(f"{function}: label sets have no positions for {weights!r} weights; their credit "
+                                 f"is 1 - the {r.set_distance} distance (the default), or pass a q x q matrix.",
+                                 parameter="weights", value=weights)
+        return 1.0 - np.asarray(r.set_distances)  # partial credit for overlapping sets: the level's distance
     if weights not in WEIGHTS:
         options = ", ".join(repr(w) for w in WEIGHTS)
         raise ParameterError(f"The 'weights' parameter of {function} must be one of {options}, or a q x q "
