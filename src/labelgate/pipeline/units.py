@@ -125,7 +125,8 @@ def expand(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame
         mine = [_rows_of(t, config, question) for t in both]
         for k, mask in enumerate(mine):
             keep[k] &= ~mask
-        units, summary = _units(config, question, both[0].loc[mine[0]], both[1].loc[mine[1]])
+        units, summary = question_units(config, question,
+                                        pd.concat([both[0].loc[mine[0]], both[1].loc[mine[1]]], ignore_index=True))
         info[question.name] = summary
         for k, pool in enumerate((config.pools.crowd, config.pools.trusted)):
             pieces[k].append(units.loc[(units[cols.pool] == pool).to_numpy(bool)])
@@ -148,12 +149,13 @@ def _rows_of(frame: pd.DataFrame, config: GateConfig, question: Question) -> np.
     return (frame[column].astype(object) == question_value(config, question)).to_numpy(bool)
 
 
-def _units(config: GateConfig, question: Question, crowd: pd.DataFrame, trusted: pd.DataFrame
-           ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The unit judgements of one question's span / box rows of both pools, and what was read."""
+def question_units(config: GateConfig, question: Question, rows: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The unit judgements of one question's span / box ``rows`` (both pools, told apart by the pool column), and
+    what was read. The units' rows carry the item, rater, label and pool columns (and the question column when the
+    configuration has one); with ``columns.timestamp``, each unit judgement carries its span's or box's time (the
+    latest of the rater's rows on the item)."""
     cols = config.columns
     label = config.label_column(question)
-    rows = pd.concat([crowd, trusted], ignore_index=True)
     if rows.empty:
         raise InputError(f"Question {question.name!r} ({question.kind}) has no row in the batch or the trusted "
                          "table.", Reason.EMPTY_INPUT)
@@ -168,6 +170,11 @@ def _units(config: GateConfig, question: Question, crowd: pd.DataFrame, trusted:
                           "label": rows[label], **{k: rows[c] for k, c in names.items()}})
     ratings = _ratings(question, frame)
     units = _rows(ratings, config, question)
+    if cols.timestamp and cols.timestamp in rows.columns:
+        latest = rows.groupby([pool.to_numpy(), rows[cols.item].astype(str).to_numpy(),
+                               rows[cols.rater].astype(str).to_numpy()])[cols.timestamp].max()
+        where = pd.MultiIndex.from_arrays([units[cols.pool], _item_of(units[cols.item]), units[cols.rater]])
+        units[cols.timestamp] = latest.reindex(where).to_numpy()
     summary: dict[str, Any] = {
         "kind": question.kind, "unit": question.spans.unit if question.spans is not None else "object",
         "rows": {str(p): int(n) for p, n in pool.value_counts().items()},
@@ -221,6 +228,11 @@ def _rows(ratings: Any, config: GateConfig, question: Question) -> pd.DataFrame:
     if cols.question:
         out[cols.question] = question_value(config, question)
     return out
+
+
+def _item_of(unit_ids: pd.Series) -> np.ndarray:
+    """The item of each unit id (``item#place`` → ``item``; an item id may itself hold ``#``)."""
+    return unit_ids.astype(str).str.rpartition(UNIT_SEP)[0].to_numpy(dtype=object)
 
 
 def _unit_id(label: Any) -> str:
