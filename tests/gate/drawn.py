@@ -52,7 +52,7 @@ def boxes(n_images: int = 60, *, miss: float = 0.0, seed: int = 0) -> pd.DataFra
     rows = []
     for image in range(n_images):
         n = int(rng.integers(1, 5))
-        gold = [(15.0 + 22.0 * k, float(rng.uniform(10, 60)), float(rng.uniform(10, 18)), float(rng.uniform(10, 30)),
+        gold = [(12.0 + 22.0 * k, float(rng.uniform(10, 60)), float(rng.uniform(10, 16)), float(rng.uniform(10, 30)),
                  BOX_LABELS[int(rng.integers(0, 3))]) for k in range(n)]  # side by side: no two overlap
         for pool, n_raters in (("trusted", 4), ("crowd", 8)):
             for rater in _raters(rng, pool, n_raters, 3):
@@ -80,3 +80,66 @@ def sets(n_items: int = 150, *, miss: float = 0.0, seed: int = 0) -> pd.DataFram
                 tags = [t for t in gold if not (pool == "crowd" and rng.random() < miss) and rng.random() > 0.03]
                 rows.append((f"i{item}", rater, tags, pool))
     return pd.DataFrame(rows, columns=["item_id", "rater_id", "label", "pool"])
+
+
+# ------------------------------------------------------------------------------------------ as Label Studio exports
+#: Labeling configs of the three kinds (the NER and detection templates of Label Studio, a multi-choice one).
+LS_CONFIGS = {
+    "spans": '<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/><Label value="ORG"/>'
+             '</Labels><Text name="text" value="$text"/></View>',
+    "boxes": '<View><Image name="image" value="$image"/><RectangleLabels name="box" toName="image">'
+             '<Label value="car"/><Label value="person"/><Label value="bike"/></RectangleLabels></View>',
+    "sets": '<View><Text name="text" value="$text"/><Choices name="topics" toName="text" choice="multiple">'
+            + "".join(f'<Choice value="{t}"/>' for t in TAGS) + "</Choices></View>",
+}
+LS_CONTROLS = {"spans": "label", "boxes": "box", "sets": "topics"}
+
+
+def annotator(rater: str) -> int:
+    """A Label Studio user id for a synthetic rater (``t2`` → 102, ``c5`` → 205)."""
+    return (100 if rater.startswith("t") else 200) + int(rater[1:])
+
+
+def label_studio_tasks(frame: pd.DataFrame, kind: str, *, cancelled: bool = True) -> list[dict]:
+    """The tasks of a Label Studio JSON export holding ``frame``'s judgements (one annotation per item and rater; a
+    rater who marked nothing has an annotation with an empty result). With ``cancelled``, every task also holds a
+    cancelled (skipped) annotation of another user, whose result must not be read."""
+    tasks = []
+    for number, (item, rows) in enumerate(frame.groupby("item_id", sort=False)):
+        if kind == "spans":
+            data = {"text": "x" * int(rows["length"].iloc[0])}
+        elif kind == "boxes":
+            data = {"image": f"/data/{item}.png"}
+        else:
+            data = {"text": f"text {item}"}
+        annotations = []
+        for k, (rater, mine) in enumerate(rows.groupby("rater_id", sort=False)):
+            annotations.append({"id": number * 100 + k + 1, "completed_by": annotator(str(rater)),
+                                "was_cancelled": False, "ground_truth": False, "result": _results(mine, kind),
+                                "updated_at": "2026-11-20T10:00:00.000000Z"})
+        if cancelled:
+            annotations.append({"id": number * 100 + 99, "completed_by": 299, "was_cancelled": True,
+                                "ground_truth": False, "result": _results(rows.iloc[:1], kind),
+                                "updated_at": "2026-11-20T10:00:00.000000Z"})
+        tasks.append({"id": number + 1, "data": data, "annotations": annotations, "drafts": [],
+                      "meta": {"item": str(item)}})
+    return tasks
+
+
+def _results(rows: pd.DataFrame, kind: str) -> list[dict]:
+    out = []
+    for k, row in enumerate(rows.itertuples(index=False)):
+        if kind == "sets":
+            if list(row.label):
+                out.append({"id": f"r{k}", "from_name": "topics", "to_name": "text", "type": "choices",
+                            "value": {"choices": list(row.label)}})
+        elif kind == "spans" and not pd.isna(row.start):
+            out.append({"id": f"r{k}", "from_name": "label", "to_name": "text", "type": "labels",
+                        "value": {"start": int(row.start), "end": int(row.end), "text": "x" * int(row.end - row.start),
+                                  "labels": [row.label]}})
+        elif kind == "boxes" and not pd.isna(row.x):
+            out.append({"id": f"r{k}", "from_name": "box", "to_name": "image", "type": "rectanglelabels",
+                        "original_width": 1000, "original_height": 800, "image_rotation": 0,
+                        "value": {"x": float(row.x), "y": float(row.y), "width": float(row.width),
+                                  "height": float(row.height), "rotation": 0, "rectanglelabels": [row.label]}})
+    return out

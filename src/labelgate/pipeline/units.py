@@ -21,13 +21,11 @@ import numpy as np
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
-from labelgate.pipeline.config import GateConfig, Question
+from labelgate.pipeline.config.models import UNIT_LABELS, GateConfig, Question
 from labelgate.pipeline.sources.pools import question_value
 
-#: The label of a position no span covers, and of an object a rater drew no box for (the core's, see
-#: :meth:`labelgate.Ratings.from_spans` / :meth:`~labelgate.Ratings.from_boxes`).
-OUTSIDE = "O"
-MISSED = "none"
+#: The label of a position no span covers, and of an object a rater drew no box for.
+OUTSIDE, MISSED = UNIT_LABELS["spans"], UNIT_LABELS["boxes"]
 #: Joins an item's id and a unit's place in it.
 UNIT_SEP = "#"
 #: Joins a pool and a rater id while both pools are expanded at once (a rater id may be in both pools).
@@ -83,7 +81,7 @@ def drawn(config: GateConfig) -> list[Question]:
 
 def unit_label(question: Question) -> str | None:
     """The label the core gives a unit where a rater marked nothing (``O`` for spans, ``none`` for boxes)."""
-    return {"spans": OUTSIDE, "boxes": MISSED}.get(question.kind)
+    return UNIT_LABELS.get(question.kind)
 
 
 def unit_config(config: GateConfig) -> GateConfig:
@@ -131,6 +129,8 @@ def expand(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame
         for k, pool in enumerate((config.pools.crowd, config.pools.trusted)):
             pieces[k].append(units.loc[(units[cols.pool] == pool).to_numpy(bool)])
     out = [pd.concat([t.loc[k], *p], ignore_index=True) for t, k, p in zip(both, keep, pieces, strict=True)]
+    for table, original in zip(out, (crowd, trusted), strict=True):
+        table.attrs = dict(original.attrs)  # what a source said of the table (a Label Studio reading's controls)
     return unit_config(config), out[0], out[1], info
 
 

@@ -34,6 +34,9 @@ Level = Literal["nominal", "ordinal", "interval", "ratio", "set"]
 #: boxes on an image (docs/validation.md, "Spans and boxes").
 Kind = Literal["labels", "spans", "boxes"]
 SetDistance = Literal["jaccard", "masi"]
+#: The label of a unit where a rater marked nothing: a text position no span covers, an object a rater drew no box
+#: for (the core's, :meth:`labelgate.Ratings.from_spans` / :meth:`~labelgate.Ratings.from_boxes`).
+UNIT_LABELS = {"spans": "O", "boxes": "none"}
 Decision = Literal["ACCEPT", "REJECT", "REVIEW", "ERROR"]
 GateType = Literal["normalized_cross_kappa", "cross_kappa", "irr_baseline", "labeler_icc", "spa"]
 IrrName = Literal["krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac"]
