@@ -15,10 +15,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from labelgate._version import __version__ as __version__
+from labelgate.core.boxes import boxes_by_pool as boxes_by_pool  # installs Ratings.from_boxes
 from labelgate.core.estimate import Estimate as Estimate
 from labelgate.core.ratings import Ratings as Ratings
 from labelgate.core.ratings import ratings_by_pool as ratings_by_pool
 from labelgate.core.sets import SetRatings as SetRatings  # installs level="set" (multi-label) in Ratings.from_long
+from labelgate.core.spans import spans_by_pool as spans_by_pool  # installs Ratings.from_spans
 from labelgate.errors import DesignError as DesignError
 from labelgate.errors import InputError as InputError
 from labelgate.errors import LabelGateError as LabelGateError

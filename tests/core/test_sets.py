@@ -6,12 +6,9 @@ import itertools
 
 import numpy as np
 import pytest
-from nltk.metrics.distance import jaccard_distance, masi_distance
 
 import labelgate as lg
 from labelgate.core.sets import SetRatings, set_distance_matrix
-
-NLTK = {"jaccard": jaccard_distance, "masi": masi_distance}
 
 
 def table(labels, items=None, raters=None):
@@ -91,11 +88,13 @@ def test_pools_share_the_set_list_and_copies_keep_the_distance():
 
 @pytest.mark.parametrize("distance", ["jaccard", "masi"])
 def test_the_distance_matrix_is_nltks_distance_with_zero_between_two_empty_sets(distance):
+    nltk_distance = pytest.importorskip("nltk.metrics.distance")  # a test-only dependency (the test extra)
+    reference = {"jaccard": nltk_distance.jaccard_distance, "masi": nltk_distance.masi_distance}[distance]
     elements = ["a", "b", "c", 1]
     sets = [frozenset(c) for size in range(4) for c in itertools.combinations(elements, size)]
     matrix = set_distance_matrix(sets, distance)
     for (i, a), (j, b) in itertools.product(enumerate(sets), repeat=2):
-        expected = 0.0 if not a and not b else NLTK[distance](set(a), set(b))
+        expected = 0.0 if not a and not b else reference(set(a), set(b))
         assert matrix[i, j] == pytest.approx(expected, abs=1e-15)
 
 

@@ -7,18 +7,33 @@ import math
 
 import numpy as np
 import pytest
-from nltk.metrics.agreement import AnnotationTask
-from nltk.metrics.distance import jaccard_distance, masi_distance
 
 import labelgate as lg
 
-NLTK = {"jaccard": jaccard_distance, "masi": masi_distance}
 CELL_TYPES = (list, tuple, set, frozenset)
 
 
+def set_distance(name, a, b):
+    """Jaccard and MASI written out (Passonneau 2006), 0 between two empty sets."""
+    if not a and not b:
+        return 0.0
+    inter, union = len(a & b), len(a | b)
+    if name == "jaccard":
+        return 1.0 - inter / union
+    weight = 1.0 if a == b else 2 / 3 if inter == min(len(a), len(b)) else 1 / 3 if inter else 0.0
+    return 1.0 - inter / union * weight
+
+
 def distance_of(name):
+    return lambda a, b: set_distance(name, frozenset(a), frozenset(b))
+
+
+def nltk_distance_of(name):
+    module = pytest.importorskip("nltk.metrics.distance")  # a test-only dependency (the test extra)
+    reference = {"jaccard": module.jaccard_distance, "masi": module.masi_distance}[name]
+
     def d(a, b):  # NLTK's distances divide by zero on two empty sets, whose distance is 0 by definition
-        return 0.0 if not a and not b else NLTK[name](set(a), set(b))
+        return 0.0 if not a and not b else reference(set(a), set(b))
     return d
 
 
@@ -82,10 +97,11 @@ def cross_kappa_oracle(x_rows, y_rows, d):
 def test_alpha_equals_the_coincidence_form_and_nltk(seed, distance):
     rows = random_sets(seed)
     r = lg.Ratings.from_long(as_table(rows, seed), level="set", distance=distance)
-    nltk_alpha = AnnotationTask([(rater, item, s) for item, rater, s in rows if s is not None],
-                                distance=distance_of(distance)).alpha()
     value = lg.krippendorff_alpha(r).value
     assert value == pytest.approx(alpha_oracle(rows, distance_of(distance)), abs=1e-9)
+    task = pytest.importorskip("nltk.metrics.agreement").AnnotationTask
+    nltk_alpha = task([(rater, item, s) for item, rater, s in rows if s is not None],
+                      distance=nltk_distance_of(distance)).alpha()
     assert value == pytest.approx(nltk_alpha, abs=1e-9)
 
 
@@ -149,3 +165,32 @@ def test_all_raters_giving_the_same_sets_give_alpha_one():
     rows = [(i, r, frozenset({"a", "b"} if i % 2 else set())) for i in range(10) for r in ("u", "v", "w")]
     r = lg.Ratings.from_long(as_table(rows), level="set", distance="masi")
     assert lg.krippendorff_alpha(r).value == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("distance", ["jaccard", "masi"])
+def test_spa_gives_each_pair_the_credit_one_minus_the_distance(distance):
+    rows = random_sets(11)
+    d = distance_of(distance)
+    r = lg.Ratings.from_long(as_table(rows), level="set", distance=distance)
+    units = [v for v in by_item(rows).values() if len(v) >= 2]
+    agree = [np.mean([1.0 - d(u[a], u[b]) for a in range(len(u)) for b in range(len(u)) if a != b]) for u in units]
+    weights = [len(u) - 1 for u in units]
+    assert lg.spa(r).value == pytest.approx(np.average(agree, weights=weights), abs=1e-12)
+    assert lg.spa(r, "flat").value == pytest.approx(np.mean(agree), abs=1e-12)
+
+
+@pytest.mark.parametrize("distance", ["jaccard", "masi"])
+def test_each_raters_kappa_against_the_trusted_pool_is_kappa_x_of_their_judgements(distance):
+    from labelgate.metrics.diagnostics import rater_diagnostics
+
+    crowd_rows, trusted_rows = random_sets(21, n_items=60), random_sets(22, n_items=60)
+    crowd = lg.Ratings.from_long(as_table(crowd_rows), level="set", distance=distance)
+    trusted = lg.Ratings.from_long(as_table(trusted_rows), level="set", distance=distance)
+    rows = rater_diagnostics(crowd, trusted, ci=None)
+    assert rows
+    for row in rows:
+        mine = [r for r in crowd_rows if r[1] == row["rater_id"]]
+        if not any(s is not None for *_, s in mine):
+            continue
+        kappa, _ = cross_kappa_oracle(mine, trusted_rows, distance_of(distance))
+        assert row["kappa_vs_trusted"] == pytest.approx(kappa, abs=1e-9)

@@ -192,6 +192,96 @@ class Ratings(SufficientStatistics):
                               missing=missing, value_column=value, row_labels=row_labels, every_id_used=True))
 
     @classmethod
+    def from_spans(cls, data: Any, item: str = "item_id", rater: str = "rater_id", start: str = "start",
+                   end: str = "end", label: str = "label", length: str = "length", *,
+                   unit: Literal["char", "token"] = "char", tokens: str | None = None) -> Ratings:
+        """Build unit judgements from text spans: one row per span, every position of a document a unit.
+
+        Each rater who annotated a document judges each of its positions (characters, or tokens with
+        ``unit="token"``): the label of the span covering it, or ``"O"`` (outside every span). The result is a
+        nominal `Ratings` whose items are the units ``(document id, position)``, so every coefficient, interval
+        and diagnostic applies; where spans of one rater with different labels overlap, the judgements are label
+        sets (a :class:`labelgate.core.sets.SetRatings`, Jaccard distance, ``"O"`` the empty set). Built without a
+        loop per character (:mod:`labelgate.core.spans`); pools on one unit index:
+        :func:`labelgate.core.spans.spans_by_pool`.
+
+        Parameters
+        ----------
+        data : DataFrame or mapping of columns
+            One row per span.
+        item, rater : str
+            The document id and rater id columns.
+        start, end : str
+            End-exclusive character offsets ``[start, end)`` (as Label Studio's). A row with both empty: the
+            rater annotated the document and marked nothing.
+        label : str
+            The span's label (any value but ``"O"``).
+        length : str
+            The document's length in characters (one value per document).
+        unit : {"char", "token"}, default "char"
+            The unit of agreement. ``"token"``: a span covers the tokens it shares a character with.
+        tokens : str, optional
+            With ``unit="token"``: the column holding, per document, a list of ``(start, end)`` token offsets or
+            the document's text (split at whitespace).
+
+        Raises
+        ------
+        InputError
+            A missing column or id, a half-empty, empty, reversed or out-of-range span, a span without a label,
+            different lengths for one document, unreadable tokens.
+
+        Examples
+        --------
+        >>> import labelgate as lg
+        >>> spans = {"item_id": ["d1", "d1", "d1"], "rater_id": ["a", "b", "b"], "start": [0, 0, 4],
+        ...          "end": [3, 3, 6], "label": ["PER", "PER", "LOC"], "length": [8, 8, 8]}
+        >>> r = lg.Ratings.from_spans(spans)
+        >>> r.n_items, r.n_ratings, r.categories
+        (8, 16, ('O', 'LOC', 'PER'))
+        >>> round(float(lg.percent_agreement(r)), 3)
+        0.75
+        """
+        return MULTI_LABEL["from_spans"](data, item, rater, start, end, label, length, unit=unit,
+                                         tokens=tokens)
+
+    @classmethod
+    def from_boxes(cls, data: Any, item: str = "item_id", rater: str = "rater_id", x: str = "x", y: str = "y",
+                   width: str = "width", height: str = "height", label: str = "label", *, iou: float = 0.5,
+                   ) -> Ratings:
+        """Build object judgements from bounding boxes: per image, the boxes of different raters are grouped into
+        objects, and each object is a unit.
+
+        The grouping rule (:mod:`labelgate.core.boxes`): pairs of boxes of different raters with IoU >= ``iou``,
+        taken in decreasing IoU (ties by row order), merge their objects unless the merged object would hold two
+        boxes of one rater. Each rater who annotated the image judges every object of it: the label of their box
+        in it, or ``"none"`` (missed). Pools on one object index: :func:`labelgate.core.boxes.boxes_by_pool`; the
+        mean IoU of the matched boxes: :func:`labelgate.matched_iou`.
+
+        Parameters
+        ----------
+        data : DataFrame or mapping of columns
+            One row per box; a row whose x, y, width and height are all empty: the rater annotated the image and
+            drew nothing.
+        item, rater, label : str
+            The image id, rater id and box label columns.
+        x, y, width, height : str
+            The box: its top-left corner and its size, in one unit per image (pixels, or Label Studio's percent).
+        iou : float, default 0.5
+            The smallest intersection over union at which two boxes may be one object, in (0, 1].
+
+        Examples
+        --------
+        >>> import labelgate as lg
+        >>> boxes = {"item_id": ["i1"] * 3, "rater_id": ["a", "b", "b"], "x": [0, 1, 50], "y": [0, 0, 50],
+        ...          "width": [10, 10, 5], "height": [10, 10, 5], "label": ["car", "car", "dog"]}
+        >>> r = lg.Ratings.from_boxes(boxes)
+        >>> r.n_items, r.categories, r.value_codes.tolist()
+        (2, ('none', 'car', 'dog'), [1, 0, 1, 2])
+        """
+        return MULTI_LABEL["from_boxes"](data, item, rater, x, y, width, height, label,
+                                         iou=iou)
+
+    @classmethod
     def from_wide(cls, data: Any, *, level: Level = "nominal", categories: Sequence[Any] | None = None,
                   ) -> Ratings:
         """Build from wide data: rows are items, columns are raters, NaN/None = missing.

@@ -17,6 +17,7 @@ from labelgate.metrics.phi import phi_agreement
 from labelgate.metrics.planning import ItemPlan, plan_items, raters_needed, spearman_brown
 from labelgate.metrics.registry import METRICS, METRICS_BY_NAME, NOT_METRICS, MetricSpec
 from labelgate.metrics.spa import spa
+from labelgate.metrics.spans import matched_iou, span_f1
 from labelgate.metrics.variance import VarianceComponents, item_icc, labeler_icc, variance_components
 from labelgate.metrics.xcc import cross_correlation, disattenuated_correlation
 
@@ -40,6 +41,7 @@ __all__ = [
     "janson_olsson_iota",
     "krippendorff_alpha",
     "labeler_icc",
+    "matched_iou",
     "normalized_cross_kappa",
     "percent_agreement",
     "phi_agreement",
@@ -47,6 +49,7 @@ __all__ = [
     "raters_needed",
     "scott_pi",
     "spa",
+    "span_f1",
     "spearman_brown",
     "specific_agreement",
     "variance_components",

@@ -44,6 +44,8 @@ NOT_METRICS: dict[str, str] = {
     "plan_items": "a design planner (tests/metrics/test_variance.py)",
     "ItemPlan": "the result type of plan_items",
     "VarianceComponents": "the result type of variance_components",
+    "span_f1": "scores two span tables, not Ratings (tests/metrics/test_spans.py)",
+    "matched_iou": "scores a box table, not Ratings (tests/metrics/test_boxes.py)",
 }
 
 

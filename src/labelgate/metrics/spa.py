@@ -12,6 +12,10 @@ Weights depend on the item's number of annotations :math:`n_i` (§5):
 the uniform / the observed class distribution. Items with one annotation get
 weight 0 (§5.5).
 
+For label sets (level ``"set"``) a pair of annotations agrees by :math:`1 - d(A, B)` with the level's Jaccard or
+MASI distance, :math:`\hat P_i = \sum_{c,k} n_{ic}(n_{ik} - \delta_{ck})(1 - d_{ck}) / (n_i (n_i - 1))`; the
+``inv_var`` weightings keep the variance of exact agreement.
+
 Because every weight is a function of :math:`n_i` (and of the pooled class
 distribution), the sufficient statistics are, for each distinct :math:`n`,
 the sum of :math:`\hat P_i` and the number of items; the bootstrap
@@ -27,6 +31,7 @@ import numpy.typing as npt
 
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
+from labelgate.core.sets import SetRatings
 from labelgate.errors import Reason, check_option
 from labelgate.metrics._chance import _marginal_totals
 from labelgate.metrics._engine import Components, ItemStatistic, check_bootstrap_args, evaluate, safe_ratio
@@ -117,6 +122,13 @@ def spa_from_sums(agree: np.ndarray, count: np.ndarray, category_counts: np.ndar
     return safe_ratio((k * agree).sum(axis=1), (k * count).sum(axis=1))
 
 
+def agreement_credit(r: Ratings) -> FloatArray:
+    """The credit of a pair of labels: 1 for equal labels; for label sets 1 - the level's set distance."""
+    if isinstance(r, SetRatings):
+        return 1.0 - np.asarray(r.set_distances)
+    return np.eye(r.n_categories)
+
+
 def _spa_sums(v: ItemView) -> tuple[FloatArray, IntArray, IntArray, list[np.ndarray]]:
     """The weighting-free part of SPA on a view, computed once per view: the six weightings share it.
 
@@ -126,7 +138,7 @@ def _spa_sums(v: ItemView) -> tuple[FloatArray, IntArray, IntArray, list[np.ndar
     cached = v.shared.get("spa_sums")
     if cached is not None:
         return cached
-    agree = item_agreement(v, np.eye(v.ratings.n_categories))
+    agree = item_agreement(v, agreement_credit(v.ratings))
     whole = v.n_pairable == v.n.size  # every item pairable: no gathers, no masked copy of the counts
     if v.n_pairable:  # the distinct sizes (small integers) by a count, not a sort of the items
         n_pairable = v.n.astype(np.int64) if whole else v.n[v.pairable].astype(np.int64)
@@ -150,7 +162,7 @@ def build_spa(r: Ratings, codes: IntArray | None = None, weighting: Weighting = 
     q = r.n_categories
 
     def blocks() -> list[np.ndarray]:  # dense one-hot blocks only for the bootstrap
-        agree = item_agreement(v, np.eye(q))
+        agree = item_agreement(v, agreement_credit(r))
         onehot = np.zeros((v.n.size, sizes.size))
         onehot[rows, group[rows]] = 1.0
         return [onehot * agree[:, None], onehot, pairable_counts(v)]

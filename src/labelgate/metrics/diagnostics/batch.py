@@ -3,13 +3,13 @@ r"""The diagnostics of a whole batch: :func:`rater_diagnostics` and the :func:`d
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from labelgate.core.ratings import Ratings, common_categories
 from labelgate.errors import ParameterError
-from labelgate.metrics.diagnostics.blocks import distance_kind
+from labelgate.metrics.diagnostics.blocks import Kind, MatrixKind, distance_kind
 from labelgate.metrics.diagnostics.pairs import PairTable, collusion_partners
 from labelgate.metrics.diagnostics.rows import rater_rows_from_sums
 from labelgate.metrics.diagnostics.sums import RaterSums, rater_sums
@@ -80,7 +80,8 @@ def rater_diagnostics(pool: Ratings, trusted: Ratings | None = None, *, pool_nam
         pool, trusted = common_categories(pool, trusted)
     sums, pairs = rater_sums(pool, trusted, center=center)
     return diagnostics_from_sums([_plain(x) for x in pool.rater_labels], sums, pairs, level=pool.level,
-                                 q=pool.n_categories, pool_name=pool_name, ci=ci, min_agreement=min_agreement,
+                                 q=pool.n_categories, distance=getattr(pool, "set_distances", None),
+                                 pool_name=pool_name, ci=ci, min_agreement=min_agreement,
                                  min_shared_items=min_shared_items, effect=effect, fdr=fdr, power=power,
                                  collusion_margin=collusion_margin, min_pair_items=min_pair_items)
 
@@ -88,11 +89,13 @@ def rater_diagnostics(pool: Ratings, trusted: Ratings | None = None, *, pool_nam
 def diagnostics_from_sums(rater_ids: Sequence[Any], sums: RaterSums, pairs: PairTable, *, level: str, q: int,
                           pool_name: str = "crowd", ci: float | None = 0.95, min_agreement: float = 0.2,
                           min_shared_items: int = 10, effect: float = 0.2, fdr: float = 0.1, power: float = 0.8,
-                          collusion_margin: float = 0.3, min_pair_items: int = 20) -> list[dict[str, Any]]:
+                          collusion_margin: float = 0.3, min_pair_items: int = 20,
+                          distance: np.ndarray | None = None) -> list[dict[str, Any]]:
     """The rows of :func:`rater_diagnostics` from the raters' :class:`RaterSums` and co-rating :class:`PairTable`
     (rater codes = positions in ``rater_ids``), however they were summed: over the judgements in the client, or
     by a database (:func:`labelgate.metrics.diagnostics.sums.context_sums`). Parameters as
-    :func:`rater_diagnostics`; ``q`` is the number of categories.
+    :func:`rater_diagnostics`; ``q`` is the number of categories; ``distance``: the q x q distance matrix of
+    label sets (level ``"set"``), with which the sums were made.
     """
     if ci is not None and not (isinstance(ci, (int, float)) and 0 < float(ci) < 1):
         raise ParameterError(f"The 'ci' parameter of rater_diagnostics must be None or a level in (0, 1); "
@@ -110,7 +113,8 @@ def diagnostics_from_sums(rater_ids: Sequence[Any], sums: RaterSums, pairs: Pair
     partners = collusion_partners(pairs, sums.pair_agree, sums.pair_total,
                                   margin=collusion_margin, min_items=min_pair_items)
     named = {g: [rater_ids[h] for h in hs] for g, hs in partners.items()}
-    return rater_rows_from_sums(list(rater_ids), sums, kind=distance_kind(level), q=q, pool_name=pool_name, ci=ci,
+    kind = distance_kind(level) if distance is None else cast(Kind, MatrixKind(distance))
+    return rater_rows_from_sums(list(rater_ids), sums, kind=kind, q=q, pool_name=pool_name, ci=ci,
                                 partners=named, min_agreement=min_agreement, min_shared_items=min_shared_items,
                                 effect=effect, fdr=fdr, power=power)
 

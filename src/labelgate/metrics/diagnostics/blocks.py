@@ -7,7 +7,7 @@ blocks, so the batch diagnostics, their intervals and the monitor's incremental 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -15,13 +15,32 @@ from labelgate.core.ratings import FloatArray, IntArray
 from labelgate.metrics._engine import one_minus_ratio
 from labelgate.metrics.alpha import ordinal_distance
 
-Kind = Literal["nominal", "ordinal", "moments"]
+Kind = Literal["nominal", "ordinal", "moments", "matrix"]
 # Cells (rows x block width, or resamples x rows x block width) handled per chunk: bounds the memory.
 CHUNK_CELLS = 4_000_000
 
 
-def distance_kind(level: str) -> Kind:
-    """The kappa distance of a level: ``nominal``, ``ordinal`` or ``moments`` (squared difference)."""
+class MatrixKind(str):
+    """The kind ``"matrix"``: a fixed q x q distance between the categories (label sets), carried with the kind.
+
+    Its block rows have the nominal layout ``[o_i, x_i, y_i]`` with :math:`o_i = w_i x_i^\top D y_i`, and the
+    expected disagreement is :math:`x^\top D y`.
+    """
+
+    distance: FloatArray
+
+    def __new__(cls, distance: FloatArray) -> MatrixKind:
+        kind = super().__new__(cls, "matrix")
+        kind.distance = np.asarray(distance, dtype=np.float64)
+        return kind
+
+
+def distance_kind(level: str, ratings: object = None) -> Kind:
+    """The kappa distance of a level: ``nominal``, ``ordinal``, ``moments`` (squared difference), or for label
+    sets (``ratings`` with ``set_distances``) a :class:`MatrixKind` of their distance matrix."""
+    matrix = getattr(ratings, "set_distances", None)
+    if matrix is not None:
+        return cast(Kind, MatrixKind(matrix))
     if level == "nominal":
         return "nominal"
     if level == "ordinal":
@@ -31,7 +50,7 @@ def distance_kind(level: str) -> Kind:
 
 def block_width(kind: Kind, q: int) -> int:
     """Columns of a per-item block row: observed part, the rater's part, the others' part."""
-    if kind == "nominal":
+    if kind in ("nominal", "matrix"):
         return 1 + 2 * q
     if kind == "ordinal":
         return q * q + 2 * q
@@ -92,6 +111,9 @@ def rater_item_rows(kind: Kind, codes: IntArray, other: FloatArray, q: int,
     if kind == "nominal":
         obs = w * (total - y[np.arange(m), codes])
         return np.column_stack([obs, onehot, y])
+    if kind == "matrix":
+        obs = w * np.einsum("mk,mk->m", cast(MatrixKind, kind).distance[codes], y)
+        return np.column_stack([obs, onehot, y])
     outer = (onehot[:, :, None] * y[:, None, :] * w[:, None, None]).reshape(m, q * q)
     return np.column_stack([outer, onehot, y])
 
@@ -115,6 +137,11 @@ def kappa_finalize(kind: Kind, q: int) -> Callable[[np.ndarray], np.ndarray]:
             xs, ys = sums[:, 1:1 + q], sums[:, 1 + q:]
             rr, ss = xs.sum(axis=1), ys.sum(axis=1)
             expected, observed = rr * ss - (xs * ys).sum(axis=1), sums[:, 0]
+        elif kind == "matrix":
+            xs, ys = sums[:, 1:1 + q], sums[:, 1 + q:]
+            rr, ss = xs.sum(axis=1), ys.sum(axis=1)
+            expected = np.einsum("bc,ck,bk->b", xs, cast(MatrixKind, kind).distance, ys)
+            observed = sums[:, 0]
         else:
             xs, ys = sums[:, q * q:q * q + q], sums[:, q * q + q:]
             rr, ss = xs.sum(axis=1), ys.sum(axis=1)

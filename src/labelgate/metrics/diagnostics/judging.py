@@ -251,7 +251,7 @@ def _disagreement_form(kind: Kind, q: int, sums: np.ndarray) -> tuple[np.ndarray
     r"""Per rater, the vector :math:`g` with :math:`g^\top u_i = v_i d_i` (unit-scale disagreement of a block
     row), and the columns of the other replication's counts (:math:`S_i` is their total)."""
     r = sums.shape[0]
-    if kind == "nominal":
+    if kind in ("nominal", "matrix"):  # the block's first column is the disagreement (set distances are <= 1)
         g = np.zeros_like(sums)
         g[:, 0] = 1.0
         return g, np.arange(1 + q, 1 + 2 * q)
@@ -271,6 +271,11 @@ def _chance(kind: Kind, q: int, sums: np.ndarray) -> np.ndarray:
         rr, ss = xs.sum(axis=1), ys.sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray((rr * ss - (xs * ys).sum(axis=1)) / (rr * ss))
+    if kind == "matrix":
+        xs, ys = sums[:, 1 : 1 + q], sums[:, 1 + q :]
+        rr, ss = xs.sum(axis=1), ys.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(np.einsum("bc,ck,bk->b", xs, kind.distance, ys) / (rr * ss))  # type: ignore[attr-defined]
     xs, ys = sums[:, q * q : q * q + q], sums[:, q * q + q :]
     delta = ordinal_distance(xs + ys)
     top = delta.max(axis=(1, 2))

@@ -203,7 +203,7 @@ def _bias(kind: Kind, q: int, loo: FloatArray) -> FloatArray:
     if kind == "moments":
         with np.errstate(divide="ignore", invalid="ignore"):
             return loo[:, 2] / loo[:, 1] - loo[:, 5] / loo[:, 4]
-    start = 1 if kind == "nominal" else q * q
+    start = 1 if kind in ("nominal", "matrix") else q * q
     xs, ys = loo[:, start:start + q], loo[:, start + q:start + 2 * q]
     with np.errstate(divide="ignore", invalid="ignore"):
         p = xs / xs.sum(axis=1, keepdims=True)

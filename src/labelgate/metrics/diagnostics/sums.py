@@ -69,7 +69,7 @@ def rater_sums(pool: Ratings, trusted: Ratings | None = None, *, center: float |
 
     ``pool`` and ``trusted`` must share categories (see :func:`labelgate.core.ratings.common_categories`).
     """
-    kind, q = distance_kind(pool.level), pool.n_categories
+    kind, q = distance_kind(pool.level, pool), pool.n_categories
     center = float(pool.moment_center if center is None else center)
     values = pool.values - center if kind == "moments" else None
     t_other = _trusted_other(pool, trusted, kind, center) if trusted is not None else None
