@@ -243,30 +243,23 @@ def _unit_id(label: Any) -> str:
 
 
 def matched_iou(frame: pd.DataFrame, question: Question) -> dict[str, Any]:
-    """Mean IoU of the matched boxes, per pool and per rater (:func:`labelgate.metrics.mean_matched_iou`), or
-    ``{}`` when the core does not report it."""
-    import labelgate as lg
+    """Mean IoU of the matched boxes (:func:`labelgate.matched_iou`): each pool's own (its boxes grouped alone), and
+    per rater over the pairs holding one of their boxes when both pools are grouped together (how tightly a rater's
+    boxes fit the others', trusted raters' included). ``{"crowd": mean, "trusted": mean, "raters": {pool: {rater:
+    mean}}}``; NaN where no two boxes were grouped."""
+    from labelgate.metrics.spans import matched_iou as measure
 
-    measure = getattr(lg, "mean_matched_iou", None)
-    if measure is None or question.boxes is None:
-        return {}
-    result = measure(frame, item="item", rater="rater", x="x", y="y", width="width", height="height",
-                     label="label", iou=question.boxes.iou)
-    return _split_iou(result)
-
-
-def _split_iou(result: Any) -> dict[str, Any]:
-    """The core's mean matched IoU with the pool-qualified raters split into ``{"pools": {...}, "raters": {...}}``."""
-    if not isinstance(result, dict):
-        return {"mean": float(result)}
-    out: dict[str, Any] = {"raters": {}}
-    for key, value in result.items():
-        if isinstance(value, dict):
-            for rater, v in value.items():
-                pool, _, name = str(rater).partition(_POOL_SEP)
-                out["raters"].setdefault(pool, {})[name] = float(v)
-        else:
-            out[str(key)] = float(value)
+    assert question.boxes is not None
+    columns = {"item": "item", "rater": "rater", "x": "x", "y": "y", "width": "width", "height": "height",
+               "label": "label", "iou": question.boxes.iou}
+    pools = frame["rater"].astype(str).str.partition(_POOL_SEP)[0].to_numpy(dtype=object)
+    out: dict[str, Any] = {}
+    for pool in dict.fromkeys(pools):
+        out[str(pool)] = float(measure(frame.loc[pools == pool], **columns).value)
+    out["raters"] = {}
+    for rater, (mean, _pairs) in measure(frame, **columns).details["per_rater"].items():
+        pool, _, name = str(rater).partition(_POOL_SEP)
+        out["raters"].setdefault(pool, {})[name] = float(mean)
     return out
 
 
