@@ -250,8 +250,8 @@ def matched_iou(frame: pd.DataFrame, question: Question) -> dict[str, Any]:
     from labelgate.metrics.spans import matched_iou as measure
 
     assert question.boxes is not None
-    columns = {"item": "item", "rater": "rater", "x": "x", "y": "y", "width": "width", "height": "height",
-               "label": "label", "iou": question.boxes.iou}
+    columns: dict[str, Any] = {"item": "item", "rater": "rater", "x": "x", "y": "y", "width": "width",
+                               "height": "height", "label": "label", "iou": question.boxes.iou}
     pools = frame["rater"].astype(str).str.partition(_POOL_SEP)[0].to_numpy(dtype=object)
     out: dict[str, Any] = {}
     for pool in dict.fromkeys(pools):
