@@ -106,3 +106,9 @@ def test_a_bad_kind_or_set_key_is_named(question: dict, words: str) -> None:
 def test_spans_beside_another_question_need_the_question_column() -> None:
     with pytest.raises(ConfigError, match="columns.question"):
         config_from_dict({"questions": [{"name": "ner", "kind": "spans"}, {"name": "tone"}]}, "gate.yaml")
+
+
+def test_sets_spans_and_boxes_are_not_aggregated_in_the_database() -> None:
+    with pytest.raises(ConfigError, match="cannot gate them"):
+        config_from_dict({"batch": {"format": "sql", "query": "select 1", "url_env": "DB", "aggregate": True},
+                          "questions": [{"name": "topics", "level": "set", "distance": "jaccard"}]}, "gate.yaml")

@@ -529,6 +529,10 @@ class GateConfig(_Strict):
             unknown = set(gate.questions or ()) - set(names)
             if unknown:
                 raise ValueError(f"gate {gate.type!r} names unknown question(s) {sorted(unknown)}")
+        richer = [q.name for q in self.questions if q.kind != "labels" or q.level == "set"]
+        if richer and self.batch.aggregate:
+            raise ValueError(f"question(s) {richer} hold label sets, spans or boxes, which are measured on the "
+                             "client: 'batch.aggregate' (statistics computed in the database) cannot gate them")
         drawn = [q.name for q in self.questions if q.kind != "labels"]
         if drawn and len(self.questions) > 1 and not self.columns.question:
             raise ValueError(f"question(s) {drawn} hold spans or boxes, one row per span or box: with other "
