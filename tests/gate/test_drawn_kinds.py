@@ -98,3 +98,13 @@ def test_a_span_table_without_its_offsets_is_an_error_naming_the_column(tmp_path
     summary = _gate(tmp_path, "spans", frame, "broken")
     assert summary["decision"] == "ERROR"
     assert any("'end'" in r for r in summary["reasons"]), summary["reasons"]
+
+
+def test_a_span_without_its_rater_is_an_error_naming_the_row(tmp_path: Path):
+    frame = drawn.spans(n_docs=5, seed=6)
+    crowd_rows = frame.index[frame["pool"] == "crowd"]
+    frame.loc[crowd_rows[3], "rater_id"] = None
+    summary = _gate(tmp_path, "spans", frame, "no-rater")
+    assert summary["decision"] == "ERROR"
+    assert any("'rater_id' is empty in 1 row(s) of the batch table, the first row 3" in r
+               for r in summary["reasons"]), summary["reasons"]

@@ -102,8 +102,9 @@ def expand(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame
 
     Returns ``(config, crowd, trusted, info)``: the configuration as it applies to the units (:func:`unit_config`),
     both tables (the rows of ``kind: labels`` questions as they were), and per expanded question what was read
-    (``{"kind", "unit", "rows": {pool: n}, "items": {pool: n}, "units": n}``, and for boxes the mean matched IoU per
-    pool and per rater when the core reports it). Tables with no span / box question are returned as they are.
+    (``{"kind", "unit", "rows": {pool: n}, "items": {pool: n}, "units": n}``, and for boxes ``"iou"``, the mean
+    matched IoU per pool and per rater: :func:`matched_iou`). Label sets are written in one form first
+    (:func:`canonical_sets`). Tables with no set, span or box question are returned as they are.
 
     Raises
     ------
@@ -123,6 +124,7 @@ def expand(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame
         mine = [_rows_of(t, config, question) for t in both]
         for k, mask in enumerate(mine):
             keep[k] &= ~mask
+            require_ids(config, question, both[k].loc[mask], ("batch", "trusted")[k])
         units, summary = question_units(config, question,
                                         pd.concat([both[0].loc[mine[0]], both[1].loc[mine[1]]], ignore_index=True))
         info[question.name] = summary
@@ -164,6 +166,7 @@ def question_units(config: GateConfig, question: Question, rows: pd.DataFrame) -
     if missing:
         raise InputError(f"Question {question.name!r} ({question.kind}) reads column(s) {missing}; the table has "
                          f"columns {sorted(map(str, rows.columns))}.", Reason.MISSING_COLUMN, column=missing[0])
+    require_ids(config, question, rows, "")
     pool = rows[cols.pool].astype(str)
     frame = pd.DataFrame({"item": rows[cols.item].astype(str),
                           "rater": (pool + _POOL_SEP + rows[cols.rater].astype(str)).to_numpy(),
@@ -183,6 +186,21 @@ def question_units(config: GateConfig, question: Question, rows: pd.DataFrame) -
     if question.kind == "boxes":
         summary["iou"] = matched_iou(frame, question)
     return units, summary
+
+
+def require_ids(config: GateConfig, question: Question, rows: pd.DataFrame, table: str) -> None:
+    """Refuse span / box rows without an item, rater or pool id, naming the column and the first such row (its label
+    in ``rows``' index: the file's data row). Validation only sees the unit judgements made of them, so the ids are
+    checked here: a unit of no item must not be made up."""
+    cols = config.columns
+    for column in (cols.item, cols.rater, cols.pool):
+        absent = rows[column].isna().to_numpy(bool) if column in rows.columns else np.zeros(0, dtype=bool)
+        if absent.any():
+            where = f" of the {table} table" if table else ""
+            raise InputError(f"Question {question.name!r} ({question.kind}): column {column!r} is empty in "
+                             f"{int(absent.sum())} row(s){where}, the first row {rows.index[np.argmax(absent)]!r}; "
+                             "every span or box needs its item, rater and pool.", Reason.MISSING_VALUE,
+                             column=column, question=question.name)
 
 
 def _columns(config: GateConfig, question: Question) -> dict[str, str]:
