@@ -198,7 +198,8 @@ def require_ids(config: GateConfig, question: Question, rows: pd.DataFrame, tabl
         if absent.any():
             where = f" of the {table} table" if table else ""
             raise InputError(f"Question {question.name!r} ({question.kind}): column {column!r} is empty in "
-                             f"{int(absent.sum())} row(s){where}, the first row {rows.index[np.argmax(absent)]!r}; "
+                             f"{int(absent.sum())} row(s){where}, the first row "
+                             f"{rows.index.tolist()[int(np.argmax(absent))]!r}; "
                              "every span or box needs its item, rater and pool.", Reason.MISSING_VALUE,
                              column=column, question=question.name)
 
