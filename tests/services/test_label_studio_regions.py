@@ -48,6 +48,7 @@ def _config(tmp_path: Path, kind: str, trusted: list[int]) -> dict[str, Any]:
 @pytest.mark.parametrize("kind", ["spans", "boxes", "sets"])
 def test_a_project_of_each_kind_is_gated_end_to_end(legacy: Server, tmp_path: Path, kind: str) -> None:  # noqa: F811
     from labelgate.gate import run
+    from labelgate.gate.label_studio import META_KEY
 
     decisions = {}
     for name, miss, seed in (("good", 0.0, 31), ("bad", 0.5, 32)):
@@ -57,8 +58,13 @@ def test_a_project_of_each_kind_is_gated_end_to_end(legacy: Server, tmp_path: Pa
         table = lg.read_label_studio(url, control=drawn.LS_CONTROLS[kind], trusted=trusted)
         assert len(table) == len(frame)  # every span / box / set, and one row per annotation that marked nothing
         assert table.groupby("pool").size().to_dict() == frame.groupby("pool").size().to_dict()
-        summary = run(_config(tmp_path, kind, trusted), batch=url, batch_id=f"ls-{kind}-{name}")
+        config = _config(tmp_path, kind, trusted)
+        config["batch"]["write_back"] = True
+        summary = run(config, batch=url, batch_id=f"ls-{kind}-{name}")
         decisions[name] = summary["decision"], summary["reasons"]
+        # the decision is written into the project's tasks (not into units of them)
+        assert summary["label_studio"]["tasks"] == frame["item_id"].nunique(), summary["label_studio"]
+        assert legacy.tasks(project)[0]["meta"][META_KEY]["decision"] == summary["decision"]
         if name == "good" and kind != "sets":
             assert [row["label"] for row in summary["units"][kind]["labels"]]
     assert decisions["good"][0] == "ACCEPT", decisions["good"]

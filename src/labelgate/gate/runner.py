@@ -311,9 +311,9 @@ def _write_back(cfg: GateConfig, batch: Any, crowd: Any, summary: dict[str, Any]
         return summary
     from labelgate.gate.label_studio import write_back_run  # HTTP to the labelling tool, only for its batches
 
-    item, rater = cfg.columns.item, cfg.columns.rater
-    annotators = crowd.groupby(item, sort=False)[rater].unique().to_dict()  # who annotated each task of the batch
-    outcome = write_back_run(summary, source, batch, crowd[item].unique(), annotators)
+    tasks = units.source_items(cfg, crowd)  # a span or box question's rows are units of a task: their task
+    annotators = crowd.groupby(tasks.to_numpy(), sort=False)[cfg.columns.rater].unique().to_dict()
+    outcome = write_back_run(summary, source, batch, tasks.unique(), annotators)
     if "error" in outcome:
         hooks.logger.warning("the decision was not written back to Label Studio: %s", outcome["error"])
     return {**summary, "label_studio": outcome}

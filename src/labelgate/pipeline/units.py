@@ -249,6 +249,21 @@ def _rows(ratings: Any, config: GateConfig, question: Question) -> pd.DataFrame:
     return out
 
 
+def source_items(config: GateConfig, frame: pd.DataFrame) -> pd.Series:
+    """The item (text, image, task) of each row of a table :func:`expand` made: a span / box question's unit id
+    (``doc7#120``) gives its item (``doc7``), every other row's item is its own (what a write-back addresses)."""
+    items = frame[config.columns.item]
+    questions = drawn(config)
+    if not questions:
+        return items
+    units = np.zeros(len(frame), dtype=bool)
+    for question in questions:
+        units |= _rows_of(frame, config, question)
+    out = items.astype(object).copy()
+    out[units] = _item_of(items[units])
+    return out
+
+
 def _item_of(unit_ids: pd.Series) -> np.ndarray:
     """The item of each unit id (``item#place`` → ``item``; an item id may itself hold ``#``)."""
     return unit_ids.astype(str).str.rpartition(UNIT_SEP)[0].to_numpy(dtype=object)
