@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import labelgate as lg
 
@@ -194,3 +196,28 @@ def test_each_raters_kappa_against_the_trusted_pool_is_kappa_x_of_their_judgemen
             continue
         kappa, _ = cross_kappa_oracle(mine, trusted_rows, distance_of(distance))
         assert row["kappa_vs_trusted"] == pytest.approx(kappa, abs=1e-9)
+
+
+singleton_designs = st.lists(st.tuples(st.integers(0, 7), st.sampled_from("uvwx"), st.sampled_from("abc")),
+                             min_size=2, max_size=40)
+
+
+@given(rows=singleton_designs, distance=st.sampled_from(["jaccard", "masi"]))
+def test_sets_of_one_label_measure_like_the_nominal_labels(rows, distance):
+    """Between singletons both set distances are the nominal distance: every coefficient equals the nominal one."""
+    rows = list({(item, rater): (item, rater, label) for item, rater, label in rows}.values())
+    table = {"item_id": [i for i, _, _ in rows], "rater_id": [r for _, r, _ in rows], "label": [c for *_, c in rows]}
+    nominal = lg.Ratings.from_long(table)
+    sets = lg.Ratings.from_long({**table, "label": [[c] for c in table["label"]]}, level="set", distance=distance)
+    for metric in (lg.krippendorff_alpha, lg.percent_agreement, lg.spa, lg.gwet_ac, lg.fleiss_kappa):
+        expected, got = metric(nominal).value, metric(sets).value
+        assert (math.isnan(expected) and math.isnan(got)) or got == pytest.approx(expected, abs=1e-12)
+    half = len(rows) // 2
+    parts = [{k: v[:half] for k, v in table.items()}, {k: v[half:] for k, v in table.items()}]
+    try:
+        expected = lg.cross_kappa(lg.Ratings.from_long(parts[0]), lg.Ratings.from_long(parts[1])).value
+    except (lg.DesignError, lg.InputError):  # no common item, or an empty half
+        return
+    got = lg.cross_kappa(*(lg.Ratings.from_long({**p, "label": [[c] for c in p["label"]]}, level="set",
+                                                distance=distance) for p in parts)).value
+    assert (math.isnan(expected) and math.isnan(got)) or got == pytest.approx(expected, abs=1e-12)

@@ -34,7 +34,7 @@ from labelgate.core.column import Column, python_scalar
 from labelgate.core.columns import factorize
 from labelgate.core.index import LabelIndex
 from labelgate.core.ratings import MULTI_LABEL, FloatArray, IntArray, Ratings
-from labelgate.core.spans import _numbers, sorted_labels
+from labelgate.core.spans import float_column, sorted_labels
 from labelgate.errors import InputError, ParameterError, Reason
 
 NONE = "none"
@@ -99,7 +99,18 @@ def _candidate_pairs(box_item: IntArray, box_rater: IntArray, geometry: FloatArr
     second = first + 1 + (np.arange(total) - np.repeat(run_start, later))
     keep = box_rater[first] != box_rater[second]
     first, second = first[keep], second[keep]
-    overlap = iou_of(geometry[first], geometry[second])
+    # the intersection's width first (one gather per side of a 1-D column): most pairs of an image are apart
+    left, top = np.ascontiguousarray(geometry[:, 0]), np.ascontiguousarray(geometry[:, 1])
+    right, bottom = left + geometry[:, 2], top + geometry[:, 3]
+    across = np.minimum(right[first], right[second]) - np.maximum(left[first], left[second])
+    keep = across > 0
+    first, second, across = first[keep], second[keep], across[keep]
+    down = np.minimum(bottom[first], bottom[second]) - np.maximum(top[first], top[second])
+    keep = down > 0
+    first, second = first[keep], second[keep]
+    inter = across[keep] * down[keep]
+    area = geometry[:, 2] * geometry[:, 3]
+    overlap = inter / (area[first] + area[second] - inter)  # the union is at least the intersection, > 0
     keep = overlap >= threshold
     return first[keep], second[keep], overlap[keep]
 
@@ -127,9 +138,8 @@ def group_boxes(box_item: IntArray, box_rater: IntArray, geometry: FloatArray, t
     component = _components(n, first, second)
     # a component where a rater has two boxes is merged pair by pair; elsewhere every merge is allowed
     n_raters = int(box_rater.max()) + 1 if n else 1
-    key, count = np.unique(component * n_raters + box_rater, return_counts=True)
-    crowded = np.zeros(n, dtype=bool)
-    crowded[(key // n_raters)[count > 1]] = True
+    count = np.bincount(component * n_raters + box_rater, minlength=n * n_raters)  # boxes per (component, rater)
+    crowded: npt.NDArray[np.bool_] = np.asarray((count.reshape(n, n_raters) > 1).any(axis=1), dtype=bool)
     hard = crowded[component[first]]
     if not crowded.any():
         return component
@@ -180,7 +190,7 @@ def read_boxes(data: Any, names: BoxColumns, iou: float, function: str) -> BoxOb
     items, raters = factorize(data[names.item]), factorize(data[names.rater])
     check_ids(((names.item, items), (names.rater, raters)), row_labels)
     row_item, row_rater = items.codes.astype(np.int64), raters.codes.astype(np.int64)
-    geometry = np.column_stack([_numbers(data[c], c) for c in (names.x, names.y, names.width, names.height)])
+    geometry = np.column_stack([float_column(data[c], c) for c in (names.x, names.y, names.width, names.height)])
     blank = np.isnan(geometry)
     drawn: npt.NDArray[np.bool_] = np.asarray(~blank.all(axis=1), dtype=bool)
     partial = drawn & blank.any(axis=1)
@@ -214,9 +224,12 @@ def read_boxes(data: Any, names: BoxColumns, iou: float, function: str) -> BoxOb
     rows = rows[np.argsort(row_item[rows], kind="stable")]  # boxes by image, in row order within it
     obj = group_boxes(row_item[rows], row_rater[rows], geometry[rows], float(iou))
     # objects numbered by image, then by their first row: the box positions are in that order already
-    roots, object_code = np.unique(obj, return_inverse=True)
+    is_root = np.zeros(rows.size, dtype=bool)
+    is_root[obj] = True  # an object is named by the position of its first box
+    roots = np.flatnonzero(is_root)
+    object_code = np.cumsum(is_root) - 1
     row_object = np.full(row_item.size, -1, dtype=np.int64)
-    row_object[rows] = object_code.ravel()
+    row_object[rows] = object_code[obj]
     return BoxObjects(items, raters, row_item, row_rater, drawn, row_object, row_item[rows][roots], label_code,
                       labels, geometry)
 

@@ -68,7 +68,7 @@ class _Table:
     units: IntArray  # units per document (characters or tokens)
 
 
-def _numbers(column: Any, name: str) -> npt.NDArray[np.float64]:
+def float_column(column: Any, name: str) -> npt.NDArray[np.float64]:
     """A numeric column as float64 with NaN for missing values (pandas nullable, Arrow, lists with None)."""
     if hasattr(column, "to_numpy"):
         try:
@@ -159,7 +159,7 @@ def read_spans(data: Any, names: SpanColumns, unit: str, function: str) -> _Tabl
     check_ids(((names.item, items), (names.rater, raters)), row_labels)
     row_item = items.codes.astype(np.int64)
     row_rater = raters.codes.astype(np.int64)
-    start, end = _numbers(data[names.start], names.start), _numbers(data[names.end], names.end)
+    start, end = float_column(data[names.start], names.start), float_column(data[names.end], names.end)
     no_start, no_end = np.isnan(start), np.isnan(end)
     half = no_start != no_end
     if half.any():
@@ -178,7 +178,7 @@ def read_spans(data: Any, names: SpanColumns, unit: str, function: str) -> _Tabl
                          f"{stop_char[k]}) (end-exclusive offsets: end > start).", Reason.NON_NUMERIC_VALUE,
                          column=names.end, row=row_label(row_labels, k))
     n_items = items.n_uniques
-    length = _per_item(_numbers(data[names.length], names.length), row_item, n_items, names.length, items,
+    length = _per_item(float_column(data[names.length], names.length), row_item, n_items, names.length, items,
                        row_labels)
     length_i = _offsets(length, np.ones(n_items, dtype=bool), names.length, None)
     beyond = marked & (stop_char > length_i[row_item])

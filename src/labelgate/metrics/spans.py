@@ -30,7 +30,7 @@ from labelgate.core.build import require_columns
 from labelgate.core.column import python_scalar
 from labelgate.core.columns import factorize_objects
 from labelgate.core.estimate import Estimate
-from labelgate.core.spans import _numbers
+from labelgate.core.spans import float_column
 from labelgate.errors import DesignError, InputError, Reason, check_option
 
 IntArray = npt.NDArray[np.int64]
@@ -48,7 +48,7 @@ def _span_rows(data: Any, columns: tuple[str, ...], pool: str) -> dict[str, Any]
     require_columns(data, [(role, name) for role, name in zip(("item", "rater", "start", "end", "label"), columns,
                                                               strict=True)])
     item, rater, start, end, label = columns
-    s, e = _numbers(data[start], start), _numbers(data[end], end)
+    s, e = float_column(data[start], start), float_column(data[end], end)
     marked = ~np.isnan(s) & ~np.isnan(e)
     if (marked & (e <= s)).any():
         k = int(np.argmax(marked & (e <= s)))

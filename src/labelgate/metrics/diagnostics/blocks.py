@@ -12,6 +12,7 @@ from typing import Literal, cast
 import numpy as np
 
 from labelgate.core.ratings import FloatArray, IntArray
+from labelgate.errors import ParameterError
 from labelgate.metrics._engine import one_minus_ratio
 from labelgate.metrics.alpha import ordinal_distance
 
@@ -41,6 +42,9 @@ def distance_kind(level: str, ratings: object = None) -> Kind:
     matrix = getattr(ratings, "set_distances", None)
     if matrix is not None:
         return cast(Kind, MatrixKind(matrix))
+    if level == "set":  # never squared differences of set positions: the distance matrix must come with the level
+        raise ParameterError("Label sets (level 'set') are compared by their distance matrix: pass the ratings "
+                             "(or the matrix) with the level.", parameter="level", value=level)
     if level == "nominal":
         return "nominal"
     if level == "ordinal":
