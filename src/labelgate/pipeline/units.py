@@ -130,7 +130,10 @@ def expand(config: GateConfig, crowd: pd.DataFrame, trusted: pd.DataFrame
         info[question.name] = summary
         for k, pool in enumerate((config.pools.crowd, config.pools.trusted)):
             pieces[k].append(units.loc[(units[cols.pool] == pool).to_numpy(bool)])
-    out = [pd.concat([t.loc[k], *p], ignore_index=True) for t, k, p in zip(both, keep, pieces, strict=True)]
+    # the rows no span / box question took (other questions'), if any: concatenating an empty table of text columns
+    # with the units' categoricals would turn every unit's text into an object
+    out = [pd.concat([*([t.loc[k]] if k.any() else []), *p], ignore_index=True)
+           for t, k, p in zip(both, keep, pieces, strict=True)]
     for table, original in zip(out, (crowd, trusted), strict=True):
         table.attrs = dict(original.attrs)  # what a source said of the table (a Label Studio reading's controls)
     return unit_config(config), out[0], out[1], info
@@ -232,21 +235,30 @@ def _ratings(question: Question, frame: pd.DataFrame) -> Any:
 def _rows(ratings: Any, config: GateConfig, question: Question) -> pd.DataFrame:
     """The judgements of ``ratings`` as rows in the table's columns, pools and raters split back apart."""
     cols = config.columns
-    items = np.asarray([_unit_id(v) for v in np.asarray(ratings.item_labels, dtype=object)], dtype=object)
-    raters = pd.Series(np.asarray(ratings.rater_labels, dtype=object)).astype(str).str.split(_POOL_SEP, n=1,
-                                                                                          expand=True)
-    categories = np.asarray(ratings.categories, dtype=object)
     if ratings.level != "nominal":
         raise InputError(f"Question {question.name!r}: a rater's overlapping spans with different labels make a "
                          "position's judgement a set; the gate measures spans whose labels do not overlap (merge or "
                          "drop the overlapping spans first).", Reason.INVALID_PARAMETER)
-    out = pd.DataFrame({cols.item: items[ratings.item_codes],
-                        cols.rater: raters[1].to_numpy(dtype=object)[ratings.rater_codes],
-                        config.label_column(question): categories[ratings.value_codes],
-                        cols.pool: raters[0].to_numpy(dtype=object)[ratings.rater_codes]})
+    # a unit's id and a label are written once (categoricals over the codes): a per-character table repeats each
+    # label millions of times, and making a text per row is what would cost (docs/validation.md)
+    units = pd.Categorical.from_codes(ratings.item_codes, categories=[
+        f"{u[0]}{UNIT_SEP}{u[1]}" if type(u) is tuple and len(u) == 2 else _unit_id(u)
+        for u in np.asarray(ratings.item_labels, dtype=object)])
+    labels = pd.Categorical.from_codes(ratings.value_codes, categories=list(ratings.categories))
+    qualified = [str(r).partition(_POOL_SEP) for r in np.asarray(ratings.rater_labels, dtype=object)]
+    out = pd.DataFrame({cols.item: units,
+                        cols.rater: _coded([name for _, _, name in qualified], ratings.rater_codes),
+                        config.label_column(question): labels,
+                        cols.pool: _coded([pool for pool, _, _ in qualified], ratings.rater_codes)})
     if cols.question:
         out[cols.question] = question_value(config, question)
     return out
+
+
+def _coded(values: list[str], codes: np.ndarray) -> pd.Categorical:
+    """``values[codes]`` as a categorical (``values`` may repeat: a rater id in both pools)."""
+    categories, position = np.unique(np.asarray(values, dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(position.reshape(-1)[codes], categories=list(categories))
 
 
 def source_items(config: GateConfig, frame: pd.DataFrame) -> pd.Series:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +60,15 @@ class Control:
         ``nominal``, ``ordinal`` or ``interval``.
     categories : list or None
         The labels in the config's order (None for ``Number``).
+    data_key : str or None
+        A ``Labels`` control: the task data key of the text it marks (``$text`` → ``text``).
     """
 
     name: str
     type: str
     level: str
     categories: list[Any] | None = None
-    data_key: str | None = None
+    data_key: str | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> str:
