@@ -47,3 +47,10 @@ def test_boxes_and_sets_are_refused_with_the_reason(tmp_path: Path, question: di
     with pytest.raises(ConfigError, match=words) as caught:
         monitor_config_from_dict(_config(tmp_path, question))
     assert "questions[0]" in str(caught.value) and "labelgate gate" in str(caught.value)
+
+
+def test_spans_from_a_label_studio_project_are_refused_by_the_monitor(tmp_path: Path):
+    config = _config(tmp_path, {"name": "ner", "kind": "spans"})
+    config["monitor"]["source"] = {"kind": "label_studio", "url_env": "LS_URL", "project": 3, "control": "label"}
+    with pytest.raises(ConfigError, match="not from a Label Studio project"):
+        monitor_config_from_dict(config)

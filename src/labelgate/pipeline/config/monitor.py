@@ -226,6 +226,12 @@ class MonitorConfig(GateConfig):
                     f"questions[{index}] ({question.name!r}) is {what}: the monitor does not follow it ({why}); "
                     "gate each batch with `labelgate gate` instead"
                 )
+            if question.kind == "spans" and self.monitor.source.kind == "label_studio":
+                raise ValueError(
+                    f"questions[{index}] ({question.name!r}) is 'kind: spans': the monitor follows spans from files, "
+                    "Parquet or SQL, not from a Label Studio project (its reading keeps one judgement per "
+                    "annotation); gate the project's batches with `labelgate gate` instead"
+                )
             if question.level == "ordinal" and not question.categories:
                 raise ValueError(
                     f"questions[{index}] ({question.name!r}) is ordinal: the monitor needs its "

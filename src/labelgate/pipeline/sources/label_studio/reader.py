@@ -271,8 +271,9 @@ def _specs(xml: str, wanted: list[str], what: str) -> list[Control]:
     regions = [s.name for s in specs if s.kind != "labels"]
     if regions and len(specs) > 1:
         raise InputError(f"The controls {regions} of {what} hold regions (spans or boxes, one row per region): read "
-                         "each in a source of its own, not in a list of controls.", Reason.INVALID_PARAMETER,
-                         project=what, control=regions[0])
+                         "each in a source of its own, not in a list of controls (a gate's batch: 'control: "
+                         f"{regions[0]}'); the monitor does not follow them from Label Studio.",
+                         Reason.INVALID_PARAMETER, project=what, control=regions[0])
     return specs
 
 
