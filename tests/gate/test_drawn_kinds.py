@@ -108,3 +108,19 @@ def test_a_span_without_its_rater_is_an_error_naming_the_row(tmp_path: Path):
     assert summary["decision"] == "ERROR"
     assert any("'rater_id' is empty in 1 row(s) of the batch table, the first row 3" in r
                for r in summary["reasons"]), summary["reasons"]
+
+
+def test_spans_beside_another_question_in_one_table(tmp_path: Path):
+    spans = drawn.spans(n_docs=30, seed=8).assign(question="ner")
+    docs = spans[["item_id", "rater_id", "pool"]].drop_duplicates()
+    tone = docs.assign(question="tone", label=[("pos", "neg")[int(i[1:]) % 2] for i in docs["item_id"]])
+    frame = pd.concat([spans, tone], ignore_index=True)
+    config = tmp_path / "mixed.yaml"
+    config.write_text("columns: {question: question}\n"
+                      "questions: [{name: ner, kind: spans, categories: [PER, LOC, ORG]}, {name: tone}]\n"
+                      + GATES + f'store: {{url: "sqlite:///{(tmp_path / "r.db").as_posix()}"}}\n'
+                      f'reports: {{dir: "{(tmp_path / "reports").as_posix()}"}}\n')
+    frame.to_csv(tmp_path / "both.csv", index=False)
+    summary = run(config, tmp_path / "both.csv")
+    assert summary["decision"] == "ACCEPT", summary["reasons"]
+    assert set(summary["metrics"]) == {"ner", "tone"} and set(summary["units"]) == {"ner"}
