@@ -171,3 +171,17 @@ def test_bad_rows_are_named(change, message):
 def test_the_threshold_is_checked(threshold):
     with pytest.raises(lg.ParameterError, match="iou"):
         lg.Ratings.from_boxes(random_boxes(0), iou=threshold)
+
+
+def test_arrow_tables_of_every_kind_read_like_mappings():
+    pa = pytest.importorskip("pyarrow")
+    from tests.core.test_spans import random_spans
+
+    spans, boxes = random_spans(2), random_boxes(2)
+    assert np.array_equal(lg.Ratings.from_spans(pa.table(spans)).value_codes,
+                          lg.Ratings.from_spans(spans).value_codes)
+    assert np.array_equal(lg.Ratings.from_boxes(pa.table(boxes)).value_codes,
+                          lg.Ratings.from_boxes(boxes).value_codes)
+    sets = {"item_id": [1, 1, 2, 2], "rater_id": ["a", "b", "a", "b"], "label": [["x"], [], ["x", "y"], None]}
+    r = lg.Ratings.from_long(pa.table(sets), level="set")
+    assert r.n_ratings == 3 and r.categories == (frozenset(), frozenset({"x"}), frozenset({"x", "y"}))

@@ -105,3 +105,13 @@ def test_too_many_distinct_sets_are_refused(monkeypatch):
     with pytest.raises(lg.InputError) as err:
         lg.Ratings.from_long(table([["a"], ["b"], ["c"], ["a"]]), level="set")
     assert err.value.code == lg.Reason.TOO_MANY_CATEGORIES
+
+
+def test_a_duplicate_judgement_names_the_rows_of_the_frame():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"item_id": [1, 1, 1], "rater_id": ["a", "b", "a"], "label": [["x"], [], ["y"]]},
+                         index=["r1", "r2", "r3"])
+    with pytest.raises(lg.InputError, match="'r1'.*'r3'") as err:
+        lg.Ratings.from_long(frame, level="set")
+    assert err.value.code == lg.Reason.DUPLICATE_JUDGEMENT
+    assert lg.Ratings.from_long(frame, level="set", duplicates="last").value_codes.tolist() == [0, 2]

@@ -319,10 +319,17 @@ def _with_encoded(data: Any, value: str, sep: str | None) -> tuple[dict[str, Any
 
     require_columns(data, (("value", value),))
     row_labels = getattr(data, "index", None)
-    out = {name: data[name] for name in column_names(data) if name != value}
+    out = _Columns({name: data[name] for name in column_names(data) if name != value})
+    out.index = row_labels  # errors of the build (a duplicate judgement, a missing id) name the table's rows
     encoded = encode_sets(data[value], sep=sep, name=value, row_labels=row_labels)
     out[value] = encoded
     return out, list(encoded.categories)
+
+
+class _Columns(dict[str, Any]):
+    """The table's columns with its row labels (``index``), read as a mapping of columns by the build."""
+
+    index: Any = None
 
 
 def pools_of_sets(data: Any, pool: str, item: str, rater: str, value: str, *, level: str, distance: str | None,
