@@ -140,7 +140,8 @@ class Source(_Strict):
                                      f"characters; got {name!r}: {str(value)[:80]!r}")
         if self.format == "label_studio" and not self.control:
             raise ValueError("format 'label_studio' needs 'control' (the name of the labeling config's Choices / "
-                             "Rating / Number / Taxonomy control to gate, or a list of them)")
+                             "Rating / Number / Taxonomy / Labels / RectangleLabels control to gate, or a list of "
+                             "them)")
         if isinstance(self.control, list) and (len(set(self.control)) != len(self.control) or len(self.control) > 100
                                                or not all(c.strip() for c in self.control)):
             raise ValueError(f"'control' lists 1 to 100 distinct non-empty control names; got {self.control}")

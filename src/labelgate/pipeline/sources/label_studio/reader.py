@@ -160,9 +160,10 @@ def read_label_studio(source: str | Path, control: str | Sequence[str], trusted:
     Raises
     ------
     InputError
-        Missing file or token, unparsable export, unknown control, multi-choice control, a result of an unknown
-        ``from_name`` or a label outside the config's choices (naming the annotation and the task), the server down
-        or answering 401 / 403 / 404.
+        Missing file or token, unparsable export, unknown control, several choices in a single-choice answer, a bad
+        region (several labels, a span outside its text, a rotated box or one outside the image), a result of an
+        unknown ``from_name`` or a label outside the config's choices (naming the annotation and the task), the
+        server down or answering 401 / 403 / 404.
 
     Examples
     --------
@@ -436,8 +437,8 @@ def _label(result: Mapping[str, Any], spec: Control, what: str, annotation: Mapp
         return chosen
     if spec.type in ("Choices", "Taxonomy"):
         if not isinstance(value, list) or len(value) != 1:
-            raise InputError(f"The answer of {where} is {value!r}, not exactly one choice (multi-choice answers "
-                             "are not gated).", Reason.INVALID_PARAMETER, value=value, **context)
+            raise InputError(f"The answer of {where} is {value!r}, not exactly one choice (the control is "
+                             "single-choice).", Reason.INVALID_PARAMETER, value=value, **context)
         value = value[0]
         if spec.type == "Taxonomy":
             value = " / ".join(map(str, value)) if isinstance(value, list) else str(value)
