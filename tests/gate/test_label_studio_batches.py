@@ -39,8 +39,9 @@ TWO_CONTROLS = ('<View><Text name="text" value="$text"/>'
 def test_the_labeling_config_becomes_one_question_per_supported_control() -> None:
     questions = [c.question() for c in controls(TWO_CONTROLS)]
     assert questions == [{"name": "severity", "level": "nominal", "categories": ["low", "mid", "high"]},
+                         {"name": "tags", "level": "set", "distance": "jaccard", "categories": ["a", "b"]},
                          {"name": "score", "level": "interval"},
-                         {"name": "topic", "level": "nominal", "categories": ["A", "A / A1"]}]
+                         {"name": "topic", "level": "set", "distance": "jaccard", "categories": ["A", "A / A1"]}]
     severity = Control("severity", "Choices", "nominal", ["low", "mid", "high"])
     # a Choices gated as ordinal keeps the config's order; listed categories must be the config's, in its order
     assert question_categories(severity, "ordinal", None, "q") == ("low", "mid", "high")

@@ -75,3 +75,40 @@ def test_no_valid_row_left_is_an_input_error():
     with pytest.raises(lg.InputError, match="No valid row is left in the batch table") as info:
         require_rows(pd.DataFrame({"item_id": []}), "batch")
     assert info.value.code == lg.Reason.EMPTY_INPUT
+
+
+def test_the_spans_boxes_and_sets_example_configs_load() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "spans-boxes-sets.example.yaml"
+    examples = yaml.safe_load(path.read_text(encoding="utf-8"))
+    kinds = {name: config_from_dict(block, f"{path.name}: {name}").questions[0] for name, block in examples.items()}
+    assert (kinds["ner"].kind, kinds["detection"].kind, kinds["multilabel"].level) == ("spans", "boxes", "set")
+    assert kinds["ner"].spans is not None and kinds["detection"].boxes is not None and kinds["multilabel"].sep == "|"
+
+
+@pytest.mark.parametrize(("question", "words"), [
+    ({"name": "t", "level": "set"}, "'level: set' needs 'distance'"),
+    ({"name": "t", "kind": "spans", "level": "ordinal"}, "'kind: spans' is measured per unit"),
+    ({"name": "t", "distance": "masi"}, "'distance' applies to 'level: set' only"),
+    ({"name": "t", "boxes": {"iou": 0.5}}, "'boxes' \\(its columns\\) needs 'kind: boxes'"),
+    ({"name": "t", "kind": "boxes", "boxes": {"iou": 0}}, "greater than 0"),
+    ({"name": "t", "kind": "spans", "spans": {"begin": "b"}}, "begin"),
+])
+def test_a_bad_kind_or_set_key_is_named(question: dict, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as bad:
+        config_from_dict({"questions": [question]}, "gate.yaml")
+    assert "questions[0]" in str(bad.value)
+
+
+def test_spans_beside_another_question_need_the_question_column() -> None:
+    with pytest.raises(ConfigError, match="columns.question"):
+        config_from_dict({"questions": [{"name": "ner", "kind": "spans"}, {"name": "tone"}]}, "gate.yaml")
+
+
+def test_sets_spans_and_boxes_are_not_aggregated_in_the_database() -> None:
+    with pytest.raises(ConfigError, match="cannot gate them"):
+        config_from_dict({"batch": {"format": "sql", "query": "select 1", "url_env": "DB", "aggregate": True},
+                          "questions": [{"name": "topics", "level": "set", "distance": "jaccard"}]}, "gate.yaml")

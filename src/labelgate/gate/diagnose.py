@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from labelgate.gate.steps import _numeric
+from labelgate.gate.steps import _numeric, ratings_arguments
 from labelgate.pipeline.config import GateConfig
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def diagnose(config: GateConfig, frame: pd.DataFrame | None, categories: dict[st
         cats = categories.get(question.name)
         if frame is not None:
             rows = frame[frame["question"] == question.name]
-            by_pool = ratings_by_pool(rows, level=question.level, categories=list(cats) if cats is not None else None)
+            by_pool = ratings_by_pool(rows, **ratings_arguments(question, cats))
             crowd, trusted = by_pool.get(config.pools.crowd), by_pool.get(config.pools.trusted)
         else:
             crowd, trusted = (pools or {}).get(question.name, (None, None))

@@ -45,7 +45,9 @@ def suite_config(config: GateConfig, question: Question, gates: list[Gate], cate
         "item_column": CANONICAL["item"], "rater_column": CANONICAL["rater"], "label_column": CANONICAL["label"],
         "pool_column": CANONICAL["pool"], "question_column": CANONICAL["question"], "question": question.name,
         "crowd_pool": config.pools.crowd, "trusted_pool": config.pools.trusted, "level": question.level,
-        "categories": list(categories) if categories is not None else None,
+        # a set question's categories are its elements; the core's are the sets observed
+        "categories": list(categories) if categories is not None and question.level != "set" else None,
+        **({"distance": question.distance} if question.level == "set" else {}),
         "ci": config.interval.ci, "ci_method": config.interval.ci_method, "n_boot": config.interval.n_boot,
         "seed": config.interval.seed,
         "use_ci_bound": config.interval.use_ci_bound and config.interval.ci is not None,

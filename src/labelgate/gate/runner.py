@@ -54,6 +54,7 @@ from labelgate.gate.audit import (
     reuse,
 )
 from labelgate.gate.decision import GateDecision
+from labelgate.pipeline import units
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
 from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
@@ -224,6 +225,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     summary = with_raters(record_summary(record, warnings=decision.warnings))
     # per-rater rows go to the report and result.json, not into the store (they grow with the raters)
     summary["diagnostics"] = to_jsonable(diagnosed["diagnostics"])
+    if selection.get("units"):  # spans and boxes: what was expanded, and the agreement on each label
+        summary["units"] = to_jsonable(units.report(cfg, selection["units"], frame))
     state["step"] = "publish"
     if hooks.publish is not None:
         publish = hooks.publish
@@ -235,7 +238,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     record.reports, record.timing, record.finished_at = summary["reports"], timing, datetime.now(UTC)
     stored = timed(timing, "persist", lambda: store.append(record))
     return _write_back(cfg, batch, crowd, {**with_raters(record_summary(stored, warnings=decision.warnings)),
-                                            "timing": timing, "diagnostics": summary["diagnostics"]}, hooks)
+                                            "timing": timing, "diagnostics": summary["diagnostics"],
+                                            **({"units": summary["units"]} if "units" in summary else {})}, hooks)
 
 
 @dataclass
@@ -307,9 +311,9 @@ def _write_back(cfg: GateConfig, batch: Any, crowd: Any, summary: dict[str, Any]
         return summary
     from labelgate.gate.label_studio import write_back_run  # HTTP to the labelling tool, only for its batches
 
-    item, rater = cfg.columns.item, cfg.columns.rater
-    annotators = crowd.groupby(item, sort=False)[rater].unique().to_dict()  # who annotated each task of the batch
-    outcome = write_back_run(summary, source, batch, crowd[item].unique(), annotators)
+    tasks = units.source_items(cfg, crowd)  # a span or box question's rows are units of a task: their task
+    annotators = crowd.groupby(tasks.to_numpy(), sort=False)[cfg.columns.rater].unique().to_dict()
+    outcome = write_back_run(summary, source, batch, tasks.unique(), annotators)
     if "error" in outcome:
         hooks.logger.warning("the decision was not written back to Label Studio: %s", outcome["error"])
     return {**summary, "label_studio": outcome}

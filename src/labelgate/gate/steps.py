@@ -17,7 +17,7 @@ import pandas as pd
 from labelgate.errors import InputError, Reason
 from labelgate.gate.decision import GateDecision, Outcome, decide, worse
 from labelgate.pipeline import sources as io
-from labelgate.pipeline import validation
+from labelgate.pipeline import units, validation
 from labelgate.pipeline.config import GateConfig, Question
 from labelgate.pipeline.sources.pools import load_selected
 from labelgate.pipeline.store import GateRecord
@@ -83,6 +83,11 @@ def load_inputs(config: GateConfig, batch: str | Path | None, trusted: str | Pat
         from labelgate.pipeline.sources.label_studio import with_control_levels
 
         config = with_control_levels(config, crowd)
+    if isinstance(crowd, pd.DataFrame) and trusted_df is not None:
+        # label sets in one canonical form; spans and boxes one judgement per unit (a position, an object)
+        config, crowd, trusted_df, expanded = units.expand(config, crowd, trusted_df)
+        if expanded:
+            selection["units"] = expanded
     return config, crowd, trusted_df, selection
 
 
@@ -195,7 +200,15 @@ def describe_error(error: BaseException) -> str:
 
 def _numeric(question: Question, categories: Any) -> bool:
     """Interval/ratio labels, or binary labels (coded 0/1 by the labeler-ICC expectation)."""
-    return question.level in ("interval", "ratio") or len(set(categories or ())) == 2
+    return question.level in ("interval", "ratio") or (question.level != "set" and len(set(categories or ())) == 2)
+
+
+def ratings_arguments(question: Question, categories: Any) -> dict[str, Any]:
+    """The level, distance and categories ``lg.ratings_by_pool`` builds one question's pools with (a set question's
+    categories are the elements its sets hold: the core's categories are then the sets observed)."""
+    if question.level == "set":
+        return {"level": "set", "distance": question.distance}
+    return {"level": question.level, "categories": list(categories) if categories is not None else None}
 
 
 def _slug(name: str) -> str:

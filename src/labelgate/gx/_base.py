@@ -212,8 +212,11 @@ class LabelGateExpectation(BatchExpectation):
     crowd_pool, trusted_pool : str or int, default "crowd" / "trusted"
         Values of ``pool_column`` naming the two pools. A value absent from
         the batch is an error naming the parameter.
-    level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
-        Measurement level of the labels.
+    level : {"nominal", "ordinal", "interval", "ratio", "set"}, default "nominal"
+        Measurement level of the labels; ``"set"``: each label is a set of
+        categories (a list, tuple or set), compared by ``distance``.
+    distance : {"jaccard", "masi"}, optional
+        Level ``"set"`` only: the distance between two label sets.
     categories : list, optional
         Ordered category list (required in practice for ordinal labels that
         do not sort naturally).
@@ -237,7 +240,9 @@ class LabelGateExpectation(BatchExpectation):
     question: Optional[PoolValue] = pydantic.Field(None, description="Keep only this question.")  # noqa: UP045
     crowd_pool: PoolValue = pydantic.Field("crowd", description="Pool value of the crowd (batch).")
     trusted_pool: Optional[PoolValue] = pydantic.Field("trusted", description="Pool value of the trusted pool.")  # noqa: UP045
-    level: Literal["nominal", "ordinal", "interval", "ratio"] = "nominal"
+    level: Literal["nominal", "ordinal", "interval", "ratio", "set"] = "nominal"
+    distance: Optional[Literal["jaccard", "masi"]] = pydantic.Field(  # noqa: UP045
+        None, description="level 'set': the distance between two label sets (default jaccard).")
     categories: Optional[List[Any]] = None  # noqa: UP006, UP045
     duplicates: Literal["error", "first", "last"] = "error"
     ci: Optional[float] = pydantic.Field(0.95, description="Confidence level of the interval.")  # noqa: UP045
@@ -252,8 +257,8 @@ class LabelGateExpectation(BatchExpectation):
     domain_keys: ClassVar[Tuple[str, ...]] = ("batch_id", "row_condition", "condition_parser")  # noqa: UP006
     common_success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
         "item_column", "rater_column", "label_column", "pool_column", "question_column", "question",
-        "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "ci_method", "use_ci_bound",
-        "n_boot", "seed",
+        "crowd_pool", "trusted_pool", "level", "distance", "categories", "duplicates", "ci", "ci_method",
+        "use_ci_bound", "n_boot", "seed",
     )
     #: Threshold parameters of the subclass, in display order.
     threshold_keys: ClassVar[Tuple[str, ...]] = ()  # noqa: UP006

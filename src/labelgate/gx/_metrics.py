@@ -50,7 +50,8 @@ from labelgate.sqlagg.pools import (
 #: Parameters every LabelGate metric reads (the expectation's success keys include them).
 COMMON_VALUE_KEYS: tuple[str, ...] = (
     "item_column", "rater_column", "label_column", "pool_column", "question_column", "question",
-    "crowd_pool", "trusted_pool", "level", "categories", "duplicates", "ci", "ci_method", "n_boot", "seed",
+    "crowd_pool", "trusted_pool", "level", "distance", "categories", "duplicates", "ci", "ci_method", "n_boot",
+    "seed",
 )
 
 #: IRR metrics selectable in the IRR-baseline and normalized-kappa_x expectations.
@@ -91,7 +92,7 @@ def _check_pool(df: Any, column: str, name: str, value: Any) -> Any:
 _SPLITS: dict[int, tuple[weakref.ref[Any], dict[Any, Pools]]] = {}
 _SPLITS_LOCK = threading.RLock()  # re-entrant: the weakref callback may run inside the lock (GC)
 _SPLIT_KEYS = ("question", "question_column", "pool_column", "item_column", "rater_column", "label_column", "level",
-               "crowd_pool", "trusted_pool", "duplicates")
+               "distance", "crowd_pool", "trusted_pool", "duplicates")
 
 
 def split_pools(df: Any, kw: dict[str, Any], *, need_trusted: bool) -> Pools:
@@ -146,6 +147,8 @@ def build_pools(df: Any, kw: dict[str, Any], *, need_trusted: bool) -> Pools:
     pool_col = kw.get("pool_column")
     ratings_kw = {"item": kw["item_column"], "rater": kw["rater_column"], "value": kw["label_column"],
                   "level": kw["level"], "categories": kw.get("categories")}
+    if kw["level"] == "set":  # multi-label: sets compared by a set distance (labelgate.core.sets)
+        ratings_kw["distance"] = kw.get("distance") or "jaccard"
     if pool_col is None:
         if need_trusted:
             raise missing_pool_column(None, df.columns)

@@ -16,6 +16,7 @@ from labelgate.monitor.intake import Accepted
 from labelgate.monitor.touched import CROWD, RESTATED, TRUSTED
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.deliveries import Delivery, parse_timestamps
+from labelgate.pipeline.units import question_units
 
 COLUMNS = ["item_id", "rater_id", "label", "ts", "delivery_no", "pool"]
 
@@ -53,6 +54,11 @@ def _delivery_frame(cfg: MonitorConfig, question: Any, acc: Accepted, df: pd.Dat
         df = df.loc[(df[cols.question].astype(object) == qv).to_numpy(bool)]
     for name in (cols.item, cols.rater, label):
         _require(delivery, df, name, f"no column {name!r}; it has {sorted(map(str, df.columns))}.")
+    if question.kind == "spans" and len(df):  # one judgement per position (or token), as the gate measures them
+        if cols.pool not in df.columns and delivery.default_pool:
+            df = df.assign(**{cols.pool: delivery.default_pool})
+        _require(delivery, df, cols.pool, f"no pool column {cols.pool!r}; add it or set monitor.source.default_pool.")
+        df = question_units(cfg, question, df)[0]
     df = df.loc[df[label].notna()]
     if cols.pool in df.columns:
         pool = _ids(df[cols.pool])

@@ -46,6 +46,7 @@ from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
 from labelgate.pipeline.limits import MAX_CATEGORIES, MAX_LABEL_CHARS, shown
 from labelgate.pipeline.sources import as_str, question_value
+from labelgate.pipeline.units import set_elements, unit_label
 
 NUMERIC_LEVELS = ("interval", "ratio")
 _UNIQUE = "multiple_fields_uniqueness"
@@ -149,10 +150,16 @@ def categories_for(config: GateConfig, question: Question,
     if question.level in NUMERIC_LEVELS:
         return None
     labels = _question_labels(trusted_df, config, question)
+    if question.level == "set":  # the elements the trusted sets use (an empty set is a judgement, not a category)
+        return _bounded(tuple(set_elements(labels)), question, key)
     if labels.empty:
         raise InputError(f"The trusted replication has no label for question {question.name!r}, so its "
                          f"categories are unknown; list them in '{key}'.", Reason.EMPTY_INPUT,
                          question=question.name)
+    blank = unit_label(question)
+    if blank is not None:  # spans / boxes: "outside" or "missed" is a label of every unit table
+        labels = pd.Series([*dict.fromkeys([*labels, blank])], dtype=object)
+        return _bounded(tuple(sorted(map(str, labels))), question, key)
     numbers = [_number(v) for v in labels]
     if all(n is not None for n in numbers):
         return _bounded(tuple(sorted({n for n in numbers if n is not None})), question, key)
@@ -299,6 +306,13 @@ def _unique_keys(config: GateConfig) -> list[str]:
 
 
 def _label_column(question: Question, categories: Sequence[Any] | None, *, nullable: bool) -> pa.Column:
+    if question.level == "set":  # a canonical set (a tuple of texts, pipeline.units.canonical_sets) of categories
+        members = {str(c) for c in categories or ()}
+        checks = [pa.Check(lambda s: s.map(lambda v: isinstance(v, tuple) or v is None), name="set")]
+        if categories is not None:
+            checks.append(pa.Check(lambda s: s.map(lambda v: not isinstance(v, tuple) or set(v) <= members),
+                                   name="category"))
+        return pa.Column(None, nullable=nullable, checks=checks)
     if question.level not in NUMERIC_LEVELS:
         allowed = list(categories or ())
         checks = [_SHORT] + ([] if categories is None else [pa.Check(lambda s: s.isin(allowed), name="category")])
@@ -517,7 +531,7 @@ def _validate_rows(work: pd.DataFrame, config: GateConfig, cats: Mapping[str, Se
         labels: dict[str, pa.Column] = {}
         for q in questions:
             column = config.label_column(q)
-            if q.level not in NUMERIC_LEVELS and cats[q.name] is not None:
+            if q.level not in (*NUMERIC_LEVELS, "set") and cats[q.name] is not None:
                 work[column] = _canonical(work[column], cats[q.name] or ())
             labels[column] = _label_column(q, cats[q.name], nullable=len(questions) > 1)
         schema = pa.DataFrameSchema({**_id_columns(config, pool), **labels}, unique=_unique_keys(config))
@@ -528,7 +542,7 @@ def _validate_rows(work: pd.DataFrame, config: GateConfig, cats: Mapping[str, Se
         column = config.label_column(q)
         rows = np.flatnonzero((names == question_value(config, q)).to_numpy(bool))
         sub = work.iloc[rows]
-        if q.level not in NUMERIC_LEVELS and cats[q.name] is not None:
+        if q.level not in (*NUMERIC_LEVELS, "set") and cats[q.name] is not None:
             work[column] = work[column].astype(object)
             sub = sub.assign(**{column: _canonical(sub[column], cats[q.name] or ())})
             work.loc[sub.index, column] = sub[column]
@@ -601,6 +615,12 @@ def _explain(column: str, check: str, value: Any, question: str | None, levels: 
         text = f"{quoted} is not {expected_pool}"
     elif check == "too_long":
         text = f"row {row}: {quoted} is longer than the limit of {MAX_LABEL_CHARS} characters{of}"
+    elif check == "category" and isinstance(value, tuple):
+        listed = list(cats.get(question or "") or ())
+        outside = sorted(set(map(str, value)) - set(map(str, listed)))
+        text = f"the set {quoted} holds {shown(outside)}, not among the categories of question {question!r}"
+    elif check == "set":
+        text = f"{quoted} is not a set of categories (question {question!r} is level 'set')"
     elif check == "category":
         listed = list(cats.get(question or "") or ())
         more = f" (+{len(listed) - _LIST_MAX} more)" if len(listed) > _LIST_MAX else ""

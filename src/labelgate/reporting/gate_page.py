@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from labelgate.reporting import plots, sections
 from labelgate.reporting.plots import IntervalRow, Point
 from labelgate.reporting.sections import NAMES, ORDER, Figure, Figures, sort_value
+from labelgate.reporting.units import units_section
 from labelgate.reporting.values import anchor, finite, fmt, href, interval, mapping, number
 
 __all__ = ["FIGURE_QUESTIONS", "gate_context", "question_state"]
@@ -81,8 +82,9 @@ def gate_context(summary: Mapping[str, Any], history: Mapping[str, Any] | None) 
         "warnings": list(summary.get("warnings") or []),
         "overview": _overview(metrics, questions, windows, episodes, figures),
         "limited": len(questions) > FIGURE_QUESTIONS and figures.enabled, "figure_questions": FIGURE_QUESTIONS,
-        "questions": [_question(q, metrics.get(q, {}), diagnostics.get(q, {}), states[q], len(questions),
-                                q in detailed, windows, episodes, history is not None, figures) for q in questions],
+        "questions": [{**_question(q, metrics.get(q, {}), diagnostics.get(q, {}), states[q], len(questions),
+                                   q in detailed, windows, episodes, history is not None, figures),
+                       "units": units_section(mapping(summary.get("units")).get(q))} for q in questions],
         "coverage": _coverage(mapping(summary.get("coverage"))),
         "validation": _validation(mapping(summary.get("validation")), mapping(summary.get("reports")), base),
         "rater_policy": _rater_policy(mapping(summary.get("raters")), base),

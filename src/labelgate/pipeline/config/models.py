@@ -29,7 +29,14 @@ from labelgate.core.estimate import DEFAULT_N_BOOT
 from labelgate.errors import LabelGateError, Reason
 from labelgate.pipeline.limits import MAX_CATEGORIES, MAX_N_BOOT
 
-Level = Literal["nominal", "ordinal", "interval", "ratio"]
+Level = Literal["nominal", "ordinal", "interval", "ratio", "set"]
+#: What one judgement is: a label (a category, level or number; sets with ``level: set``), spans over a text, or
+#: boxes on an image (docs/validation.md, "Spans and boxes").
+Kind = Literal["labels", "spans", "boxes"]
+SetDistance = Literal["jaccard", "masi"]
+#: The label of a unit where a rater marked nothing: a text position no span covers, an object a rater drew no box
+#: for (the core's, :meth:`labelgate.Ratings.from_spans` / :meth:`~labelgate.Ratings.from_boxes`).
+UNIT_LABELS = {"spans": "O", "boxes": "none"}
 Decision = Literal["ACCEPT", "REJECT", "REVIEW", "ERROR"]
 GateType = Literal["normalized_cross_kappa", "cross_kappa", "irr_baseline", "labeler_icc", "spa"]
 IrrName = Literal["krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac"]
@@ -133,7 +140,8 @@ class Source(_Strict):
                                      f"characters; got {name!r}: {str(value)[:80]!r}")
         if self.format == "label_studio" and not self.control:
             raise ValueError("format 'label_studio' needs 'control' (the name of the labeling config's Choices / "
-                             "Rating / Number / Taxonomy control to gate, or a list of them)")
+                             "Rating / Number / Taxonomy / Labels / RectangleLabels control to gate, or a list of "
+                             "them)")
         if isinstance(self.control, list) and (len(set(self.control)) != len(self.control) or len(self.control) > 100
                                                or not all(c.strip() for c in self.control)):
             raise ValueError(f"'control' lists 1 to 100 distinct non-empty control names; got {self.control}")
@@ -171,14 +179,81 @@ class Pools(_Strict):
     trusted: str = "trusted"
 
 
+class SpanColumns(_Strict):
+    """The columns of a ``kind: spans`` question: one row per span, character offsets ``[start, end)`` (end
+    exclusive, as Label Studio's), the span's label (``label_column``, default ``columns.label``) and the text's
+    length; a rater who annotated a text and marked nothing has one row with empty ``start`` / ``end``."""
+
+    start: str = "start"
+    end: str = "end"
+    length: str = Field(default="length", description="The column holding the text's length in characters.")
+    unit: Literal["char", "token"] = Field(default="char", description="Measure per character, or per token.")
+    tokens: str | None = Field(default=None, description="unit 'token': the column holding each text's token "
+                                                         "offsets (default: whitespace tokens of the text).")
+
+
+class BoxColumns(_Strict):
+    """The columns of a ``kind: boxes`` question: one row per box (its label in ``label_column``, default
+    ``columns.label``); a rater who annotated an image and drew nothing has one row with empty coordinates. Boxes of
+    different raters are grouped into objects at IoU >= ``iou`` (``lg.Ratings.from_boxes``)."""
+
+    x: str = "x"
+    y: str = "y"
+    width: str = "width"
+    height: str = "height"
+    iou: float = Field(default=0.5, gt=0, le=1, description="The least IoU of two boxes of one object.")
+
+
 class Question(_Strict):
-    """One question of the task: its label column (or its value in the question column), level, categories."""
+    """One question of the task: its label column (or its value in the question column), level, categories.
+
+    ``kind`` says what one judgement is: ``labels`` (one value per item and rater: a category, level or number, or a
+    set of categories with ``level: set`` and ``distance``), ``spans`` (text spans, columns in ``spans``) or
+    ``boxes`` (image boxes, columns in ``boxes``). Spans and boxes are measured per unit (a position of a text, an
+    object of an image) with nominal labels: ``categories`` then lists the span / box labels.
+    """
 
     name: str
     label_column: str | None = None
     question_value: str | None = None
     level: Level = "nominal"
     categories: list[Any] | None = Field(default=None, max_length=MAX_CATEGORIES)
+    kind: Kind = "labels"
+    distance: SetDistance | None = Field(default=None, description="level 'set': the distance between two sets, "
+                                                                   "'jaccard' or 'masi'.")
+    sep: str | None = Field(default=None, min_length=1, max_length=8,
+                            description="level 'set': the separator of a set written as text (a CSV cell); a "
+                            "Parquet list or a Python set needs none.")
+    spans: SpanColumns | None = None
+    boxes: BoxColumns | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_defaults(cls, data: Any) -> Any:
+        # `kind: spans` alone takes the default span columns (and likewise boxes)
+        if isinstance(data, dict) and data.get("kind") in ("spans", "boxes") and data.get(data["kind"]) is None:
+            data = {**data, data["kind"]: {}}
+        return data
+
+    @model_validator(mode="after")
+    def _kind_and_level(self) -> Question:
+        if self.level == "set":
+            if self.kind != "labels":
+                raise ValueError(f"'level: set' is a level of 'kind: labels'; a {self.kind} question is measured "
+                                 "per unit with nominal labels (leave 'level' out)")
+            if self.distance is None:
+                raise ValueError("'level: set' needs 'distance' ('jaccard' or 'masi')")
+        elif self.distance is not None or self.sep is not None:
+            key = "distance" if self.distance is not None else "sep"
+            raise ValueError(f"'{key}' applies to 'level: set' only (this question's level is {self.level!r})")
+        if self.kind in ("spans", "boxes") and self.level != "nominal":
+            raise ValueError(f"'kind: {self.kind}' is measured per unit with nominal labels; got level "
+                             f"{self.level!r} (leave 'level' out)")
+        for other in ("spans", "boxes"):
+            if other != self.kind and getattr(self, other) is not None:
+                raise ValueError(f"'{other}' (its columns) needs 'kind: {other}'; this question's kind is "
+                                 f"{self.kind!r}")
+        return self
 
 
 #: Threshold keys of a gate, checked against :data:`THRESHOLD_RANGES`.
@@ -455,6 +530,14 @@ class GateConfig(_Strict):
             unknown = set(gate.questions or ()) - set(names)
             if unknown:
                 raise ValueError(f"gate {gate.type!r} names unknown question(s) {sorted(unknown)}")
+        richer = [q.name for q in self.questions if q.kind != "labels" or q.level == "set"]
+        if richer and self.batch.aggregate:
+            raise ValueError(f"question(s) {richer} hold label sets, spans or boxes, which are measured on the "
+                             "client: 'batch.aggregate' (statistics computed in the database) cannot gate them")
+        drawn = [q.name for q in self.questions if q.kind != "labels"]
+        if drawn and len(self.questions) > 1 and not self.columns.question:
+            raise ValueError(f"question(s) {drawn} hold spans or boxes, one row per span or box: with other "
+                             "questions in the same table, 'columns.question' must say which rows are whose")
         for name, source in self.sources.items():
             if source.format != "sql":
                 raise ValueError(f"sources.{name}: a named source is a SQL query (format: sql, query, url_env)")

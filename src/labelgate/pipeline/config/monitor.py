@@ -217,6 +217,21 @@ class MonitorConfig(GateConfig):
     @model_validator(mode="after")
     def _monitorable(self) -> MonitorConfig:
         for index, question in enumerate(self.questions):
+            if question.kind == "boxes" or question.level == "set":
+                what = "'kind: boxes'" if question.kind == "boxes" else "'level: set'"
+                why = ("an object is the boxes of every rater of an image grouped together, so a delivery of some "
+                       "raters' boxes changes the objects of the others'" if question.kind == "boxes" else
+                       "its running sums hold one category per judgement, not a distance between sets")
+                raise ValueError(
+                    f"questions[{index}] ({question.name!r}) is {what}: the monitor does not follow it ({why}); "
+                    "gate each batch with `labelgate gate` instead"
+                )
+            if question.kind == "spans" and self.monitor.source.kind == "label_studio":
+                raise ValueError(
+                    f"questions[{index}] ({question.name!r}) is 'kind: spans': the monitor follows spans from files, "
+                    "Parquet or SQL, not from a Label Studio project (its reading keeps one judgement per "
+                    "annotation); gate the project's batches with `labelgate gate` instead"
+                )
             if question.level == "ordinal" and not question.categories:
                 raise ValueError(
                     f"questions[{index}] ({question.name!r}) is ordinal: the monitor needs its "

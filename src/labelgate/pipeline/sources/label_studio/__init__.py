@@ -1,7 +1,9 @@
 """Label Studio as a source of judgements: a project on a server, or a JSON export file, as the long table.
 
 * :mod:`.labeling_config` — the labeling config (XML) as questions: one per ``Choices`` / ``Rating`` / ``Number`` /
-  ``Taxonomy`` control, level and category order from the config; multi-choice controls refused.
+  ``Taxonomy`` / ``Labels`` / ``RectangleLabels`` control, level (a multi-select one: ``set``) or kind (``spans``,
+  ``boxes``) and category order from the config.
+* :mod:`.regions` — the spans of a ``Labels`` control and the boxes of a ``RectangleLabels`` control as rows.
 * :mod:`.client` — the REST client (legacy or personal access token from the environment; tasks paged; errors name
   the server and the request).
 * :mod:`.reader` — :func:`read_label_studio` (the whole table) and :func:`iter_annotations` (one page at a time, with

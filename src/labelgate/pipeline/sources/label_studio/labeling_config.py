@@ -1,38 +1,49 @@
 """A Label Studio labeling config (XML) as LabelGate questions: one question per supported control.
 
-============  ==========================  ==========================================================================
-control       level                       categories (labels), in the labeling config's order
-============  ==========================  ==========================================================================
-``Choices``   nominal (ordinal if asked)  the ``<Choice>`` values (``alias`` when set: the result stores the alias)
-``Rating``    ordinal                     ``1 .. maxRating`` (default 5), integers
-``Number``    interval                    none (numbers)
-``Taxonomy``  nominal                     every node's path joined by `` / ``, in document order
-============  ==========================  ==========================================================================
+===================  ==========================  ===================================================================
+control              level / kind                categories (labels), in the labeling config's order
+===================  ==========================  ===================================================================
+``Choices``          nominal (ordinal if asked)  the ``<Choice>`` values (``alias`` when set: the result stores it)
+``Choices multiple`` set (``choice="multiple"``)  the ``<Choice>`` values: a judgement is the set chosen
+``Rating``           ordinal                     ``1 .. maxRating`` (default 5), integers
+``Number``           interval                    none (numbers)
+``Taxonomy``         set (nominal with           every node's path joined by `` / ``, in document order
+                     ``maxUsages="1"``)
+``Labels``           kind spans                  the ``<Label>`` values: each region is a span of the text
+``RectangleLabels``  kind boxes                  the ``<Label>`` values: each region is a box (percent coordinates)
+===================  ==========================  ===================================================================
 
-A multi-choice ``Choices`` (``choice="multiple"``) is **refused** with a clear message: its judgements are sets, and
-splitting a set into one binary question per choice would gate each choice against chance agreement on rare ones, a
-different question from the team's. The gate's question for the control may ask for another level the control
-supports (:data:`ALLOWED_LEVELS`: a ``Choices`` may be gated as ordinal, a ``Rating`` as interval); its categories,
-when the gate's configuration lists them, must be the labeling config's (:func:`question_categories`).
+A multi-choice ``Choices`` and a multi-select ``Taxonomy`` (Label Studio's default; ``maxUsages="1"`` makes it
+single-select) hold sets: their questions are ``level: set`` (Jaccard distance unless the question says
+``distance: masi``). ``Labels`` and ``RectangleLabels`` hold regions: their questions are ``kind: spans`` (offsets
+``value.start`` / ``value.end``; the text's length from the task data the control's ``toName`` shows) and
+``kind: boxes``. The gate's question for the control may ask for another level the control supports
+(:data:`ALLOWED_LEVELS`: a ``Choices`` may be gated as ordinal, a ``Rating`` as interval); its categories, when the
+gate's configuration lists them, must be the labeling config's (:func:`question_categories`).
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from labelgate.errors import InputError, Reason
 
 #: Where the result's value sits, per control type.
-VALUE_KEYS = {"Choices": "choices", "Rating": "rating", "Number": "number", "Taxonomy": "taxonomy"}
-#: The level of each control type's question.
-LEVELS = {"Choices": "nominal", "Rating": "ordinal", "Number": "interval", "Taxonomy": "nominal"}
-#: The levels a gate may give each control type's question (the first is the default).
+VALUE_KEYS = {"Choices": "choices", "Rating": "rating", "Number": "number", "Taxonomy": "taxonomy",
+              "Labels": "labels", "RectangleLabels": "rectanglelabels"}
+#: The level of each control type's question (a multi-select Choices / Taxonomy: ``set``, :func:`parse_control`).
+LEVELS = {"Choices": "nominal", "Rating": "ordinal", "Number": "interval", "Taxonomy": "nominal", "Labels": "nominal",
+          "RectangleLabels": "nominal"}
+#: The levels a gate may give each control type's question (the first is the default); a set control's is ``set``.
 ALLOWED_LEVELS = {"Choices": ("nominal", "ordinal"), "Rating": ("ordinal", "interval", "nominal"),
-                  "Number": ("interval", "ratio"), "Taxonomy": ("nominal",)}
+                  "Number": ("interval", "ratio"), "Taxonomy": ("nominal",), "Labels": ("nominal",),
+                  "RectangleLabels": ("nominal",)}
+#: The question kind of a region control (every other control's is ``labels``).
+KINDS = {"Labels": "spans", "RectangleLabels": "boxes"}
 
 
 @dataclass(frozen=True)
@@ -49,12 +60,20 @@ class Control:
         ``nominal``, ``ordinal`` or ``interval``.
     categories : list or None
         The labels in the config's order (None for ``Number``).
+    data_key : str or None
+        A ``Labels`` control: the task data key of the text it marks (``$text`` → ``text``).
     """
 
     name: str
     type: str
     level: str
     categories: list[Any] | None = None
+    data_key: str | None = field(default=None, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """``spans`` (``Labels``), ``boxes`` (``RectangleLabels``) or ``labels``."""
+        return KINDS.get(self.type, "labels")
 
     def question(self) -> dict[str, Any]:
         """The gate configuration's question for this control (``name``, ``level``, ``categories``).
@@ -65,6 +84,10 @@ class Control:
         {'name': 'stars', 'level': 'ordinal', 'categories': [1, 2, 3]}
         """
         out: dict[str, Any] = {"name": self.name, "level": self.level}
+        if self.kind != "labels":
+            out = {"name": self.name, "kind": self.kind}
+        elif self.level == "set":
+            out["distance"] = "jaccard"
         if self.categories is not None:
             out["categories"] = list(self.categories)
         return out
@@ -92,21 +115,20 @@ def control_names(label_config: str, project: str = "the project") -> frozenset[
 
 
 def controls(label_config: str, project: str = "the project") -> list[Control]:
-    """Every single-choice ``Choices`` / ``Rating`` / ``Number`` / ``Taxonomy`` control of the config, in order.
-
-    Multi-choice controls are left out (:func:`parse_control` says why when one is asked for).
+    """Every ``Choices`` / ``Rating`` / ``Number`` / ``Taxonomy`` / ``Labels`` / ``RectangleLabels`` control of the
+    config, in order.
 
     Examples
     --------
     >>> xml = '''<View><Choices name="s" toName="t"><Choice value="a"/></Choices>
     ...   <Choices name="tags" toName="t" choice="multiple"><Choice value="x"/></Choices><Number name="n" toName="t"/>
     ...   </View>'''
-    >>> [c.question() for c in controls(xml)]
-    [{'name': 's', 'level': 'nominal', 'categories': ['a']}, {'name': 'n', 'level': 'interval'}]
+    >>> [c.question() for c in controls(xml)]  # doctest: +NORMALIZE_WHITESPACE
+    [{'name': 's', 'level': 'nominal', 'categories': ['a']},
+     {'name': 'tags', 'level': 'set', 'distance': 'jaccard', 'categories': ['x']}, {'name': 'n', 'level': 'interval'}]
     """
     root = parse_root(label_config, project)
-    names = [str(n.get("name")) for n in root.iter() if n.tag in VALUE_KEYS and n.get("name")
-             and not (n.tag == "Choices" and n.get("choice", "single") == "multiple")]
+    names = [str(n.get("name")) for n in root.iter() if n.tag in VALUE_KEYS and n.get("name")]
     return [parse_control(label_config, name, project) for name in dict.fromkeys(names)]
 
 
@@ -116,8 +138,7 @@ def parse_control(label_config: str, control: str, project: str = "the project")
     Raises
     ------
     InputError
-        The XML cannot be parsed, no supported control has that name (the message lists those it has), or the
-        control is a multi-choice one.
+        The XML cannot be parsed, or no supported control has that name (the message lists those it has).
 
     Examples
     --------
@@ -133,16 +154,18 @@ def parse_control(label_config: str, control: str, project: str = "the project")
     found = {node.get("name"): node for node in root.iter() if node.tag in VALUE_KEYS and node.get("name")}
     node = found.get(control)
     if node is None:
-        raise InputError(f"The labeling config of {project} has no Choices / Rating / Number / Taxonomy control "
-                         f"named {control!r} (it has {sorted(map(str, found))}).", Reason.MISSING_COLUMN,
-                         project=project, control=control)
+        raise InputError(f"The labeling config of {project} has no Choices / Rating / Number / Taxonomy / Labels / "
+                         f"RectangleLabels control named {control!r} (it has {sorted(map(str, found))}).",
+                         Reason.MISSING_COLUMN, project=project, control=control)
     kind = node.tag
-    if kind == "Choices" and node.get("choice", "single") == "multiple":
-        raise InputError(f"Control {control!r} of {project} is a multi-choice Choices (choice=\"multiple\"): "
-                         "LabelGate gates single-choice questions only; make it single-choice, or export one "
-                         "question per choice yourself.", Reason.INVALID_PARAMETER, project=project,
-                         control=control)
+    level = LEVELS[kind]
+    if (kind == "Choices" and node.get("choice", "single") == "multiple") or \
+            (kind == "Taxonomy" and node.get("maxUsages", "") != "1"):
+        level = "set"  # a multi-select control: each judgement is the set of what was chosen
     categories: list[Any] | None
+    if kind in KINDS:
+        categories = [c.get("alias") or c.get("value") for c in node.iter("Label")]
+        return Control(control, kind, level, categories, _data_key(root, node, control, project))
     if kind == "Choices":
         categories = [c.get("alias") or c.get("value") for c in node.iter("Choice")]
     elif kind == "Rating":
@@ -157,7 +180,22 @@ def parse_control(label_config: str, control: str, project: str = "the project")
         categories = [" / ".join(path) for path in _taxonomy_paths(node, ())]
     else:
         categories = None
-    return Control(control, kind, LEVELS[kind], categories)
+    return Control(control, kind, level, categories)
+
+
+def _data_key(root: ET.Element, node: ET.Element, control: str, project: str) -> str | None:
+    """The task data key of the object a region control marks (``<Text name="text" value="$text"/>``: ``text``),
+    for spans the text whose length the units cover; None for a box control (its coordinates are percents)."""
+    if node.tag != "Labels":
+        return None
+    target = node.get("toName")
+    shown = next((n for n in root.iter() if n.get("name") == target and n is not node), None)
+    value = str(shown.get("value") or "") if shown is not None else ""
+    if not value.startswith("$"):
+        raise InputError(f"Control {control!r} of {project} marks {target!r}, which shows no task data ('$key' in "
+                         "its value): the text's length is unknown.", Reason.UNREADABLE_INPUT, project=project,
+                         control=control)
+    return value[1:]
 
 
 def _taxonomy_paths(node: ET.Element, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
@@ -211,7 +249,7 @@ def question_categories(spec: Control, level: str, categories: Sequence[Any] | N
     labelgate.errors.InputError: Question 'stars' lists the categories [3, 2, 1], but control 'stars' of the project \
 has [1, 2, 3] in its labeling config (the order of an ordinal question is the config's).
     """
-    allowed = ALLOWED_LEVELS[spec.type]
+    allowed = ("set",) if spec.level == "set" else ALLOWED_LEVELS[spec.type]
     if not stated and level != spec.level:
         raise InputError(f"Question {question!r} states no level, but control {spec.name!r} of {project} is a "
                          f"{spec.type}, {spec.level} in its labeling config: set the question's level "

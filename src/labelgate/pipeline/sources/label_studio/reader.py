@@ -29,12 +29,14 @@ import pandas as pd
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.sources.label_studio.client import DEFAULT_TOKEN_ENV, PAGE_SIZE, LabelStudioClient
 from labelgate.pipeline.sources.label_studio.labeling_config import (
+    KINDS,
     VALUE_KEYS,
     Control,
     config_text,
     control_names,
     parse_control,
 )
+from labelgate.pipeline.sources.label_studio.regions import regions
 from labelgate.pipeline.sources.label_studio.selection import Selection, as_time, selection_of_url
 
 if TYPE_CHECKING:
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
 GROUND_TRUTH = "ground_truth"
 #: The columns after the four of the long table.
 EXTRA_COLUMNS = ("annotation_id", "updated_at")
+#: The columns of a region after those: a span's offsets and its text's length, a box's percent coordinates (the
+#: defaults of a question's ``spans`` / ``boxes`` columns).
+REGION_COLUMNS = {"spans": ("start", "end", "length"), "boxes": ("x", "y", "width", "height")}
 #: The column naming each judgement's control when several are read.
 QUESTION_COLUMN = "question"
 #: Controls read at most in one reading.
@@ -155,9 +160,10 @@ def read_label_studio(source: str | Path, control: str | Sequence[str], trusted:
     Raises
     ------
     InputError
-        Missing file or token, unparsable export, unknown control, multi-choice control, a result of an unknown
-        ``from_name`` or a label outside the config's choices (naming the annotation and the task), the server down
-        or answering 401 / 403 / 404.
+        Missing file or token, unparsable export, unknown control, several choices in a single-choice answer, a bad
+        region (several labels, a span outside its text, a rotated box or one outside the image), a result of an
+        unknown ``from_name`` or a label outside the config's choices (naming the annotation and the task), the
+        server down or answering 401 / 403 / 404.
 
     Examples
     --------
@@ -236,7 +242,7 @@ def iter_annotations(source: str | Path, control: str | Sequence[str], trusted: 
         with LabelStudioClient(base, token_env, timeout=timeout) as client:
             what = f"Label Studio project {pid} at {base}"
             xml = config_text(label_config) if label_config is not None else client.project(pid)["label_config"]
-            reading = _Reading([parse_control(xml, c, what) for c in wanted], control_names(xml, what),
+            reading = _Reading(_specs(xml, wanted, what), control_names(xml, what),
                                _trusted_ids(trusted, client), what, selection, several)
             pages = client.tasks(pid, page_size, task_ids=selection.tasks, view=selection.view,
                                  filters=_server_filter(selection))
@@ -250,7 +256,7 @@ def iter_annotations(source: str | Path, control: str | Sequence[str], trusted: 
                              "text or an .xml file; Label Studio shows it under Settings → Labeling Interface → "
                              "Code).", Reason.MISSING_SETTING, file=str(path), control=control)
         xml = config_text(label_config)
-        reading = _Reading([parse_control(xml, c, what) for c in wanted], control_names(xml, what),
+        reading = _Reading(_specs(xml, wanted, what), control_names(xml, what),
                            _trusted_ids(trusted, None), what, selection, several)
         yield from _frames(_export_tasks(path, what, selection), reading, names)
         server = {"server": None, "project": None}
@@ -260,9 +266,22 @@ def iter_annotations(source: str | Path, control: str | Sequence[str], trusted: 
                        **reading.counts.report()})
 
 
+def _specs(xml: str, wanted: list[str], what: str) -> list[Control]:
+    """The controls asked for; a region control (spans, boxes: one row per region) only on its own."""
+    specs = [parse_control(xml, c, what) for c in wanted]
+    regions = [s.name for s in specs if s.kind != "labels"]
+    if regions and len(specs) > 1:
+        raise InputError(f"The controls {regions} of {what} hold regions (spans or boxes, one row per region): read "
+                         "each in a source of its own, not in a list of controls (a gate's batch: 'control: "
+                         f"{regions[0]}'); the monitor does not follow them from Label Studio.",
+                         Reason.INVALID_PARAMETER, project=what, control=regions[0])
+    return specs
+
+
 def _described(specs: list[Control], several: bool) -> dict[str, Any]:
     """The controls of a reading, as ``df.attrs["label_studio"]`` holds them."""
-    out: dict[str, Any] = {"controls": {s.name: {"type": s.type, "level": s.level, "categories": s.categories}
+    out: dict[str, Any] = {"controls": {s.name: {"type": s.type, "level": s.level, "categories": s.categories,
+                                                 **({"data_key": s.data_key} if s.data_key else {})}
                                         for s in specs}}
     if several:
         return {"control": [s.name for s in specs], **out}
@@ -287,14 +306,19 @@ def _frames(pages: Iterable[list[dict[str, Any]]], reading: _Reading, names: lis
         for task in page:
             _task_rows(task, reading, rows)
         if rows:
-            yield _frame(rows, names, {s.name: {"level": s.level} for s in reading.specs}, reading.several)
+            yield _frame(rows, names, {s.name: {"level": s.level, "type": s.type} for s in reading.specs},
+                         reading.several)
 
 
 def _frame(rows: list[tuple[Any, ...]], names: list[str], controls: Mapping[str, Mapping[str, Any]],
            several: bool) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=[*names, *([QUESTION_COLUMN] if several else []), *EXTRA_COLUMNS])
+    region = REGION_COLUMNS.get(KINDS.get(str(next(iter(controls.values())).get("type")), ""), ())
+    frame = pd.DataFrame(rows, columns=[*names, *([QUESTION_COLUMN] if several else []), *EXTRA_COLUMNS, *region])
     if not several and next(iter(controls.values()))["level"] == "interval":  # several: labels of mixed kinds
         frame[names[2]] = pd.to_numeric(frame[names[2]]).astype("float64")
+    if region:  # offsets as integers, coordinates as floats; empty where the annotation marked nothing
+        kind = "Int64" if region == REGION_COLUMNS["spans"] else "float64"
+        frame = frame.astype({column: kind for column in region})
     return frame
 
 
@@ -369,13 +393,21 @@ def _task_rows(task: Mapping[str, Any], reading: _Reading, rows: list[tuple[Any,
             is_trusted = rater in reading.trusted or (email is not None and email in reading.trusted)
         for spec in reading.specs:
             results = [r for r in annotation.get("result") or () if r.get("from_name") == spec.name]
+            key = (str(task.get("id")), rater)
+            pool = "trusted" if is_trusted else "crowd"
+            tail = (*((spec.name,) if reading.several else ()), str(annotation.get("id")), annotation.get("updated_at"))
+            if spec.kind != "labels":  # one row per region; an annotation that marked none: one empty row
+                for label, geometry in regions(results, spec, reading.what, annotation, task):
+                    found.append(((*key, label, pool, *tail, *geometry), is_trusted, annotation))
+                continue
+            if not results and spec.level == "set":  # nothing chosen: the empty set, "none applies"
+                found.append(((*key, (), pool, *tail), is_trusted, annotation))
+                continue
             if not results:
                 counts.without_answer += 1
                 continue
             label = _label(results[0], spec, reading.what, annotation, task)
-            row = (str(task.get("id")), rater, label, "trusted" if is_trusted else "crowd",
-                   *((spec.name,) if reading.several else ()), str(annotation.get("id")), annotation.get("updated_at"))
-            found.append((row, is_trusted, annotation))
+            found.append(((*key, label, pool, *tail), is_trusted, annotation))
     if selection.timed:
         kept = [(row, t, a) for row, t, a in found if (t and selection.trusted_any_time) or selection.in_range(a)]
         if selection.trusted_any_time and not any(not t for _, t, _ in kept):
@@ -393,10 +425,20 @@ def _label(result: Mapping[str, Any], spec: Control, what: str, annotation: Mapp
     where = f"annotation {annotation.get('id')} (task {task.get('id')}) of {what}, control {spec.name!r}"
     context = {"annotation": annotation.get("id"), "task": task.get("id"), "control": spec.name, "project": what}
     value = (result.get("value") or {}).get(VALUE_KEYS[spec.type])
+    if spec.level == "set":  # the set chosen, as a tuple (a Taxonomy's paths joined by " / ")
+        if not isinstance(value, list):
+            raise InputError(f"The answer of {where} is {value!r}, not a list of choices.", Reason.INVALID_PARAMETER,
+                             value=value, **context)
+        chosen = tuple(" / ".join(map(str, v)) if isinstance(v, list) else v for v in value)
+        outside = [v for v in chosen if spec.categories is not None and v not in spec.categories]
+        if outside:
+            raise InputError(f"The answer {value!r} of {where} holds {outside}, not among the labeling config's "
+                             f"choices {spec.categories}.", Reason.UNKNOWN_CATEGORY, value=value, **context)
+        return chosen
     if spec.type in ("Choices", "Taxonomy"):
         if not isinstance(value, list) or len(value) != 1:
-            raise InputError(f"The answer of {where} is {value!r}, not exactly one choice (multi-choice answers "
-                             "are not gated).", Reason.INVALID_PARAMETER, value=value, **context)
+            raise InputError(f"The answer of {where} is {value!r}, not exactly one choice (the control is "
+                             "single-choice).", Reason.INVALID_PARAMETER, value=value, **context)
         value = value[0]
         if spec.type == "Taxonomy":
             value = " / ".join(map(str, value)) if isinstance(value, list) else str(value)

@@ -31,13 +31,14 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
+from labelgate.pipeline.config.models import UNIT_LABELS, Question
 from labelgate.pipeline.sources.label_studio.client import DEFAULT_TOKEN_ENV
 from labelgate.pipeline.sources.label_studio.labeling_config import Control, question_categories
 from labelgate.pipeline.sources.label_studio.reader import EXTRA_COLUMNS, QUESTION_COLUMN, read_label_studio
 from labelgate.pipeline.sources.label_studio.selection import Selection, as_time, selection_of_url
 
 if TYPE_CHECKING:
-    from labelgate.pipeline.config import Columns, GateConfig, Question, Source
+    from labelgate.pipeline.config import Columns, GateConfig, Source
 
 
 def source_selection(source: Source, given: str | None = None) -> Selection:
@@ -211,21 +212,35 @@ def gate_categories(config: GateConfig, table: pd.DataFrame) -> dict[str, Any] |
     info = table.attrs.get("label_studio")
     if not info:
         return None
-    specs = {name: Control(name, c["type"], c["level"], c["categories"]) for name, c in info["controls"].items()}
+    specs = _specs(info)
     several = isinstance(info["control"], list)
     out: dict[str, Any] = {}
     for q in config.questions:
         spec = question_control(specs, q, config.label_column(q), None if several else config.columns.label,
                                 info["source"])
-        out[q.name] = question_categories(spec, q.level, q.categories, q.name, info["source"],
-                                          stated="level" in q.model_fields_set)
+        if q.kind != spec.kind:
+            raise InputError(f"Question {q.name!r} is kind {q.kind!r}, but control {spec.name!r} of {info['source']} "
+                             f"is a {spec.type} (kind {spec.kind!r}).", Reason.INVALID_PARAMETER,
+                             project=info["source"], control=spec.name, question=q.name)
+        categories = question_categories(spec, q.level, q.categories, q.name, info["source"],
+                                         stated="level" in q.model_fields_set)
+        blank = UNIT_LABELS.get(q.kind)  # spans / boxes: the table measured is the units', with "O" / "none"
+        out[q.name] = categories if blank is None or categories is None else (*categories, blank)
     return out
+
+
+def _specs(info: dict[str, Any]) -> dict[str, Control]:
+    """The controls a table read from Label Studio describes (``attrs["label_studio"]["controls"]``)."""
+    return {name: Control(name, c["type"], c["level"], c["categories"], c.get("data_key"))
+            for name, c in info["controls"].items()}
 
 
 def with_control_levels(config: GateConfig, table: pd.DataFrame) -> GateConfig:
     """The configuration with each question that states no level given its control's level (labeling config).
 
-    A ``Rating`` is ordinal, a ``Number`` interval, a ``Choices`` / ``Taxonomy`` nominal (:data:`LEVELS`). The run's
+    A ``Rating`` is ordinal, a ``Number`` interval, a ``Choices`` / ``Taxonomy`` nominal (:data:`LEVELS`), a
+    multi-select one ``set`` (Jaccard distance); a ``Labels`` / ``RectangleLabels`` control makes the question
+    ``kind: spans`` / ``boxes`` (the reader's columns, :data:`~.reader.REGION_COLUMNS`). The run's
     configuration, and so the digest that keys its decision, carries the level the question was decided at. A question
     that states a level keeps it (:func:`gate_categories` checks that the control supports it); a table not read from
     Label Studio, or a question that reads no control, leaves the configuration as it is (the latter is refused by
@@ -234,14 +249,23 @@ def with_control_levels(config: GateConfig, table: pd.DataFrame) -> GateConfig:
     info = table.attrs.get("label_studio")
     if not info:
         return config
-    specs = {name: Control(name, c["type"], c["level"], c["categories"]) for name, c in info["controls"].items()}
+    specs = _specs(info)
     single = None if isinstance(info["control"], list) else config.columns.label
     questions = []
     for q in config.questions:
         column = config.label_column(q)
         spec = next(iter(specs.values())) if single is not None and column == single else specs.get(column)
+        if spec is not None and spec.kind != "labels" and "kind" not in q.model_fields_set:
+            # a Labels / RectangleLabels control: spans / boxes in the reader's columns
+            columns = getattr(Question.model_validate({"name": q.name, "kind": spec.kind}), spec.kind)
+            q = q.model_copy(update={"kind": spec.kind, spec.kind: columns})
         stated = "level" in q.model_fields_set
-        questions.append(q if stated or spec is None else q.model_copy(update={"level": spec.level}))
+        if not stated and spec is not None and spec.level != q.level:
+            update: dict[str, Any] = {"level": spec.level}
+            if spec.level == "set":  # a multi-select control: Jaccard unless the question says otherwise
+                update["distance"] = q.distance or "jaccard"
+            q = q.model_copy(update=update)
+        questions.append(q)
     if all(a is b for a, b in zip(questions, config.questions, strict=True)):
         return config
     return config.model_copy(update={"questions": questions})
