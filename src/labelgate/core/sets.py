@@ -89,12 +89,20 @@ class SetRatings(Ratings):
         return np.arange(self.n_categories, dtype=np.float64)
 
     def subset_items(self, item_codes: Any) -> Ratings:
-        """Ratings restricted to the given item codes (codes, labels and the set distance are kept)."""
+        """Ratings of the given item codes only, on their own item axis (as :meth:`Ratings.subset_items`; the set
+        distance is kept)."""
         wanted = np.zeros(self.n_items, dtype=bool)
         wanted[np.asarray(item_codes, dtype=np.int64)] = True
         rows = wanted[self.item_codes]
-        return type(self)(self.item_codes[rows], self.rater_codes[rows], self.value_codes[rows],
-                          item_labels=self.item_index, rater_labels=self.rater_labels, categories=self.categories)
+        return type(self)(self._new_item_codes(wanted)[self.item_codes[rows]], self.rater_codes[rows],
+                          self.value_codes[rows], item_labels=self._kept_index(wanted),
+                          rater_labels=self.rater_labels, categories=self.categories)
+
+    def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Ratings:
+        """The same judgements on another item index (the set distance is kept)."""
+        return type(self)(new_codes[self.item_codes], self.rater_codes, self.value_codes, item_labels=item_labels,
+                          rater_labels=self.rater_labels, categories=self.categories,
+                          n_dropped_missing=self.n_dropped_missing)
 
     def with_categories(self, categories: Sequence[Any]) -> Ratings:
         """The same judgements re-coded on a superset of the current sets (the set distance is kept)."""
