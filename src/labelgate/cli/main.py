@@ -24,7 +24,7 @@ import typer
 
 from labelgate.cli._group import PREFECT_HELP, LabelGateGroup, PrefectMode, enable_debug, print_version
 from labelgate.cli._output import Debug, fail, first_line, num, orchestration_text, safe
-from labelgate.gate.decision import EXIT_CODES
+from labelgate.gate.decision import EXIT_CODES, question_verdicts
 from labelgate.pipeline.limits import MAX_N_BOOT
 
 if TYPE_CHECKING:
@@ -224,16 +224,21 @@ def _quiet_loggers() -> None:
 
 
 def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
-    """The ``--json`` object: decision, batch_id, reasons, coverage, metrics, report (+ run details), the flagged
+    """The ``--json`` object: decision, batch_id, reasons, ``next_steps`` (what to do about a REVIEW or REJECT,
+    :mod:`labelgate.gate.next_steps`), ``questions`` (each question's verdict), coverage, metrics, report (+ run
+    details), the flagged
     raters with the rater policy's outcome (``raters``), the rows each row selection left out (``selection``) and how
     the request ran (``orchestration``: ``mode`` "in-process" or "prefect", ``reason``, ``api``, ``api_url``,
     ``flow_run_id``; null for a request refused before it had a configuration)."""
+    from labelgate.gate.next_steps import of_summary
+
     section = _raters(summary)
     if section is not None and section.get("with_flagged"):
         kept = dict(section["with_flagged"])
         section["with_flagged"] = {**kept, "metrics": _compact_metrics(kept.get("metrics"))}
     return {"decision": summary.get("decision"), "batch_id": summary.get("batch_id"),
-            "reasons": summary.get("reasons", []), "warnings": _warnings(summary, section),
+            "reasons": summary.get("reasons", []), "next_steps": of_summary(summary),
+            "warnings": _warnings(summary, section), "questions": question_verdicts(summary.get("metrics")),
             "coverage": summary.get("coverage", {}), "metrics": _compact_metrics(summary.get("metrics")),
             "raters": section, "selection": _selection(summary), "report": summary.get("report"),
             "run_id": summary.get("run_id"), "reused": summary.get("reused", False),
@@ -322,6 +327,8 @@ def _rater_lines(section: dict[str, Any] | None) -> list[str]:
 
 def gate_text(summary: dict[str, Any]) -> str:
     """A readable summary of a gate run."""
+    from labelgate.gate.next_steps import of_summary
+
     lines = [f"{summary.get('decision')}  batch {safe(summary.get('batch_id'))}"
              + ("  (stored decision reused; --force recomputes)" if summary.get("reused") else "")]
     run = f"  run: {summary.get('run_id')}"
@@ -333,6 +340,8 @@ def gate_text(summary: dict[str, Any]) -> str:
     section = _raters(summary)
     for warning in _warnings(summary, section):
         lines.append(f"  warning: {safe(warning)}")
+    for step in of_summary(summary):
+        lines.append(f"  next: {safe(step)}")
     lines.extend(_rater_lines(section))
     for role, info in _selection(summary).items():
         lines.append(f"  selection: {info.get('n_outside')} of {info.get('n_rows')} {safe(role)} rows are outside "
@@ -341,8 +350,10 @@ def gate_text(summary: dict[str, Any]) -> str:
     if coverage:
         lines.append(f"  coverage: {coverage.get('common_items')} of {coverage.get('batch_items')} batch items are "
                      f"in the trusted replication ({num(coverage.get('coverage'))})")
+    verdicts = question_verdicts(summary.get("metrics"))
     for question, rows in (summary.get("metrics") or {}).items():
-        lines.append(f"  [{safe(question)}]")
+        judged = f"  question: {verdicts[question]}" if question in verdicts else ""
+        lines.append(f"  [{safe(question)}]{judged}")
         for name, row in rows.items():
             verdict = f"  {row['verdict']}" if row.get("verdict") else ""
             lines.append(f"    {safe(name):<26} {num(row.get('value'))}  [{num(row.get('ci_low'))}, "

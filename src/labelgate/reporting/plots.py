@@ -105,13 +105,13 @@ def interval_chart(rows: Sequence[IntervalRow], *, title: str, x_label: str,
     """Point estimates with intervals, one row each (a forest plot), top to bottom in the given order.
 
     The threshold is one dashed red line when every row shares it, else a red tick on each row; the value
-    and interval are written at the right of each row ("not computed" without a value).
+    and interval are written at the right of each row ("undefined" without a value).
 
     Examples
     --------
     >>> svg = interval_chart([IntervalRow("a", 0.9, 0.85, 0.95, "pass", 0.8), IntervalRow("b", None)],
     ...                      title="t", x_label="x")
-    >>> svg.count('class="mark point"'), svg.count('class="mark ci"'), "not computed" in svg
+    >>> svg.count('class="mark point"'), svg.count('class="mark ci"'), "undefined" in svg
     (1, 1, True)
     """
     label_in = min(max((len(shorten(r.label)) for r in rows), default=4) * CHAR_IN + 0.2, 2.6)
@@ -160,8 +160,7 @@ def _intervals(chart: Chart, ax: Any, rows: Sequence[IntervalRow], threshold_lab
             chart.mark(line, "point", len(dots), tooltips=[r.tip() for _, r in dots])
     side = ax.get_yaxis_transform()
     for i, r in enumerate(rows):
-        text = f"{fmt(r.value)} {_interval_text(r)}".replace(" no interval", "") if finite(r.value) else (
-            "not computed")
+        text = f"{fmt(r.value)} {_interval_text(r)}".replace(" no interval", "") if finite(r.value) else "undefined"
         ax.text(1.02, i, text, transform=side, va="center", fontsize=7.5,
                 color=COLOURS["text"] if finite(r.value) else COLOURS["muted"])
 
