@@ -225,8 +225,8 @@ def _quiet_loggers() -> None:
 
 def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
     """The ``--json`` object: decision, batch_id, reasons, ``next_steps`` (what to do about a REVIEW or REJECT,
-    :mod:`labelgate.gate.next_steps`), ``questions`` (each question's verdict), coverage, metrics, report (+ run
-    details), the flagged
+    :mod:`labelgate.gate.next_steps`), ``questions`` (each question's verdict), coverage, metrics, ``validation``
+    (each table's rows, invalid rows by check and rows left out by cause), report (+ run details), the flagged
     raters with the rater policy's outcome (``raters``), the rows each row selection left out (``selection``) and how
     the request ran (``orchestration``: ``mode`` "in-process" or "prefect", ``reason``, ``api``, ``api_url``,
     ``flow_run_id``; null for a request refused before it had a configuration)."""
@@ -240,7 +240,8 @@ def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
             "reasons": summary.get("reasons", []), "next_steps": of_summary(summary),
             "warnings": _warnings(summary, section), "questions": question_verdicts(summary.get("metrics")),
             "coverage": summary.get("coverage", {}), "metrics": _compact_metrics(summary.get("metrics")),
-            "raters": section, "selection": _selection(summary), "report": summary.get("report"),
+            "raters": section, "selection": _selection(summary), "validation": _validation(summary),
+            "report": summary.get("report"),
             "run_id": summary.get("run_id"), "reused": summary.get("reused", False),
             "reused_from": summary.get("reused_from"), "inputs_digest": summary.get("inputs_digest"),
             "orchestration": _orchestration(summary), "alerts": summary.get("alerts", [])}
@@ -276,6 +277,13 @@ def _warnings(summary: dict[str, Any], section: dict[str, Any] | None) -> list[s
     if not warnings and summary.get("reused") and section:
         warnings = list(section.get("warnings") or [])
     return warnings
+
+
+def _validation(summary: dict[str, Any]) -> dict[str, Any]:
+    """``{table: {n_rows, n_valid, n_invalid, error_counts, left_out}}``: the rows each table lost, by cause."""
+    keys = ("n_rows", "n_valid", "n_invalid", "error_counts", "left_out")
+    return {str(table): {k: info.get(k) for k in keys} for table, info in (summary.get("validation") or {}).items()
+            if isinstance(info, dict) and "n_rows" in info}
 
 
 def _selection(summary: dict[str, Any]) -> dict[str, Any]:
@@ -343,6 +351,10 @@ def gate_text(summary: dict[str, Any]) -> str:
     for step in of_summary(summary):
         lines.append(f"  next: {safe(step)}")
     lines.extend(_rater_lines(section))
+    for table, info in _validation(summary).items():
+        if info.get("left_out"):
+            causes = ", ".join(f"{safe(cause)} {n}" for cause, n in info["left_out"].items())
+            lines.append(f"  validation ({safe(table)}): rows left out of the measurement: {causes}")
     for role, info in _selection(summary).items():
         lines.append(f"  selection: {info.get('n_outside')} of {info.get('n_rows')} {safe(role)} rows are outside "
                      f"{safe(role)}.where {safe(info.get('where'))}")
