@@ -613,3 +613,22 @@ def test_compiled_templates_are_reused_and_a_broken_cache_never_fails_a_report(t
     cache.directory = str(tmp_path / "missing")  # type: ignore[attr-defined]  # nothing can be read or written
     assert _template_environment(cache).get_template("gate.html.j2") is not None
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_rater_chart_reads_at_a_thousand_raters() -> None:
+    rng = random.Random(5)
+    rows = []
+    for i in range(1000):
+        kappa, n = rng.uniform(-0.3, 0.9), rng.choice([3, 5, 10, 40])
+        # few items: intervals far wider than kappa's range (a Wald interval of 3 items reaches -3)
+        rows.append({"rater_id": f"crowd-r{i:04d}", "pool": "crowd", "n_ratings": n, "n_shared_items": n,
+                     "kappa_vs_trusted": kappa, "kappa_ci_low": kappa - 9 / n, "kappa_ci_high": kappa + 9 / n,
+                     "flags": ["low_agreement"] if i < 30 else []})
+    summary = gate_summary("REJECT", n_questions=1)
+    summary["diagnostics"]["question-00"]["raters"] = rows
+    page = render_gate_report(summary)
+    scatter = chart_titled(page, "Rater agreement with the trusted pool, question-00")
+    ticks = [float(t.replace("−", "-")) for t in texts(scatter) if re.fullmatch(r"[−-]?\d+(\.\d+)?", t)]
+    # the y axis stays within kappa's range: no tick at -3 because of intervals nobody draws
+    assert ticks and min(ticks) >= -1.1
+    assert "td code{white-space:nowrap}" in page  # rater ids never wrap in the tables
