@@ -213,3 +213,12 @@ def test_review_and_reject_carry_threshold_interval_and_a_numbered_next_step_eve
     shown = html.unescape(page)
     for line in payload["next_steps"] + payload["reasons"]:
         assert line in shown
+
+
+def test_rows_of_a_third_pool_get_the_row_selection_that_leaves_them_outside():
+    rejected = GateDecision("REJECT", ["validation (crowd): 31 invalid rows"], [])
+    lines = next_steps(CONFIG, rejected, [], rejection="validation (crowd): 31 invalid rows",
+                       validation={"crowd": {"n_rows": 2968, "n_invalid": 31, "error_counts": {"pool:pool": 31}}})
+    assert lines[-1] == ("validation (crowd): if the 31 row(s) of other pools belong to another vendor or round, "
+                         "select the batch's own: batch.where: {pool: crowd} counts them outside the selection "
+                         "instead")

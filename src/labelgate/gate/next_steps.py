@@ -257,6 +257,13 @@ def _validation_steps(config: GateConfig, summary: Mapping[str, Any]) -> list[st
         lines.append(f"validation ({table}): fix the {n_invalid} invalid row(s) listed in its quarantine file, or "
                      f"set validation.on_invalid: continue with validation.max_invalid_share: {_up(share + 0.005)} "
                      f"(now {config.validation.max_invalid_share:g}) to decide without them")
+        pool = config.columns.pool
+        other_pools = (result.get("error_counts") or {}).get(f"{pool}:pool")
+        if other_pools and table == config.pools.crowd and not config.batch.where:
+            # rows of a third pool in one export: a row selection counts them as outside it, not as invalid
+            lines.append(f"validation ({table}): if the {other_pools} row(s) of other pools belong to another "
+                         f"vendor or round, select the batch's own: batch.where: {{{pool}: {config.pools.crowd}}} "
+                         "counts them outside the selection instead")
     return lines
 
 
