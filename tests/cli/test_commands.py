@@ -92,3 +92,16 @@ def test_synth_writes_three_files_and_the_daily_deliveries(tmp_path):
     assert "(day-1.csv, day-2.csv, day-3.csv)" in result.output
     bad = runner.invoke(app, ["synth", "--out", str(tmp_path), "--scenario", "chaos"])
     assert bad.exit_code == 3 and "must be one of" in bad.output
+
+
+def test_rows_left_out_of_the_measurement_are_printed_and_in_the_json():
+    from labelgate.cli.main import gate_json, gate_text
+
+    left = {"label empty (question 'a')": 27, "label empty (question 'b')": 151}
+    summary = {"decision": "ACCEPT", "batch_id": "b", "metrics": {},
+               "validation": {"trusted": {"n_rows": 13597, "n_valid": 13597, "n_invalid": 0, "error_counts": {},
+                                          "left_out": left}, "orchestration": {"mode": "in-process"}}}
+    assert ("  validation (trusted): rows left out of the measurement: label empty (question 'a') 27, label empty "
+            "(question 'b') 151") in gate_text(summary)
+    assert gate_json(summary)["validation"] == {"trusted": {"n_rows": 13597, "n_valid": 13597, "n_invalid": 0,
+                                                            "error_counts": {}, "left_out": left}}

@@ -63,3 +63,10 @@ def test_a_gate_runs_artifact_shows_a_script_question_and_a_forged_batch_id_esca
     assert "| &lt;script&gt;alert\\(1\\)&lt;\\/script&gt; | spa |" in markdown
     assert "Batch: b1\\\\n\\# ACCEPT\\\\n\\- every blocking expectation passes" in markdown.splitlines()
     assert not any(line.startswith("# ACCEPT") for line in markdown.splitlines())
+
+
+def test_artifact_markdown_carries_the_next_steps():
+    summary = {"decision": "REVIEW", "batch_id": "b", "reasons": ["why"], "metrics": {},
+               "next_steps": ["[label] irr_baseline: more items: about 1787 items"]}
+    markdown = gate_flows.artifact_markdown(summary)
+    assert "## What to do next" in markdown and "about 1787 items" in markdown

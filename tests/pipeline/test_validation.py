@@ -15,6 +15,7 @@ import labelgate.pipeline.synth as synth
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.sources import question_frame
+from labelgate.pipeline.sources.pools import ADDED_COLUMNS
 from labelgate.pipeline.validation import (
     all_categories,
     build_schema,
@@ -349,3 +350,30 @@ def test_build_schema() -> None:
 
     with pytest.raises(pa.errors.SchemaErrors):
         schema.validate(good.assign(label=["a", "c"]), lazy=True)
+
+
+def test_rows_without_a_judgement_are_counted_with_their_cause() -> None:
+    cfg = GateConfig.model_validate({"questions": [{"name": "a", "label_column": "a"},
+                                                   {"name": "b", "label_column": "b"}]})
+    df = pd.DataFrame({"item_id": ["1", "2", "3", "4"], "rater_id": "r", "pool": "trusted",
+                       "a": ["x", None, None, "y"], "b": ["y", "y", None, None]})
+    res = validate(df, cfg, {"a": ("x", "y"), "b": ("x", "y")}, pool="trusted")
+    assert res.n_invalid == 0 and res.left_out == {"label empty (question 'a')": 2, "label empty (question 'b')": 2}
+    # "all rows passed" never stands alone while rows are left out of the measurement
+    assert res.reason == ("All 4 rows of the trusted table passed validation; left out of the measurement: label "
+                          "empty (question 'a') 2 rows, label empty (question 'b') 2 rows.")
+    assert res.to_dict()["left_out"] == res.left_out
+    long = GateConfig.model_validate({"columns": {"question": "q"}, "questions": [{"name": "a"}]})
+    rows = pd.DataFrame({"item_id": ["1", "2", "3"], "rater_id": "r", "pool": "crowd", "label": "x",
+                         "q": ["a", "zz", "zz"]})
+    assert validate(rows, long, {"a": ("x",)}, pool="crowd").left_out == {"question 'zz' not configured": 2}
+
+
+def test_a_column_the_loader_added_is_never_named() -> None:
+    df = _table(6).drop(columns="pool")
+    df = pd.concat([df, df.iloc[[2]]], ignore_index=True)
+    df["pool"] = "crowd"
+    df.attrs[ADDED_COLUMNS] = ["pool"]  # as load_selected marks a file without a pool column
+    res = validate(df, GateConfig(), CATS, pool="crowd")
+    assert res.error_counts == {"item_id+rater_id:unique": 2}
+    assert "pool" not in _reasons(res)[0] and "pool" not in res.quarantine.columns

@@ -24,7 +24,7 @@ import typer
 
 from labelgate.cli._group import PREFECT_HELP, LabelGateGroup, PrefectMode, enable_debug, print_version
 from labelgate.cli._output import Debug, fail, first_line, num, orchestration_text, safe
-from labelgate.gate.decision import EXIT_CODES
+from labelgate.gate.decision import EXIT_CODES, question_verdicts
 from labelgate.pipeline.limits import MAX_N_BOOT
 
 if TYPE_CHECKING:
@@ -224,18 +224,24 @@ def _quiet_loggers() -> None:
 
 
 def gate_json(summary: dict[str, Any]) -> dict[str, Any]:
-    """The ``--json`` object: decision, batch_id, reasons, coverage, metrics, report (+ run details), the flagged
+    """The ``--json`` object: decision, batch_id, reasons, ``next_steps`` (what to do about a REVIEW or REJECT,
+    :mod:`labelgate.gate.next_steps`), ``questions`` (each question's verdict), coverage, metrics, ``validation``
+    (each table's rows, invalid rows by check and rows left out by cause), report (+ run details), the flagged
     raters with the rater policy's outcome (``raters``), the rows each row selection left out (``selection``) and how
     the request ran (``orchestration``: ``mode`` "in-process" or "prefect", ``reason``, ``api``, ``api_url``,
     ``flow_run_id``; null for a request refused before it had a configuration)."""
+    from labelgate.gate.next_steps import of_summary
+
     section = _raters(summary)
     if section is not None and section.get("with_flagged"):
         kept = dict(section["with_flagged"])
         section["with_flagged"] = {**kept, "metrics": _compact_metrics(kept.get("metrics"))}
     return {"decision": summary.get("decision"), "batch_id": summary.get("batch_id"),
-            "reasons": summary.get("reasons", []), "warnings": _warnings(summary, section),
+            "reasons": summary.get("reasons", []), "next_steps": of_summary(summary),
+            "warnings": _warnings(summary, section), "questions": question_verdicts(summary.get("metrics")),
             "coverage": summary.get("coverage", {}), "metrics": _compact_metrics(summary.get("metrics")),
-            "raters": section, "selection": _selection(summary), "report": summary.get("report"),
+            "raters": section, "selection": _selection(summary), "validation": _validation(summary),
+            "report": summary.get("report"),
             "run_id": summary.get("run_id"), "reused": summary.get("reused", False),
             "reused_from": summary.get("reused_from"), "inputs_digest": summary.get("inputs_digest"),
             "orchestration": _orchestration(summary), "alerts": summary.get("alerts", [])}
@@ -271,6 +277,13 @@ def _warnings(summary: dict[str, Any], section: dict[str, Any] | None) -> list[s
     if not warnings and summary.get("reused") and section:
         warnings = list(section.get("warnings") or [])
     return warnings
+
+
+def _validation(summary: dict[str, Any]) -> dict[str, Any]:
+    """``{table: {n_rows, n_valid, n_invalid, error_counts, left_out}}``: the rows each table lost, by cause."""
+    keys = ("n_rows", "n_valid", "n_invalid", "error_counts", "left_out")
+    return {str(table): {k: info.get(k) for k in keys} for table, info in (summary.get("validation") or {}).items()
+            if isinstance(info, dict) and "n_rows" in info}
 
 
 def _selection(summary: dict[str, Any]) -> dict[str, Any]:
@@ -322,6 +335,8 @@ def _rater_lines(section: dict[str, Any] | None) -> list[str]:
 
 def gate_text(summary: dict[str, Any]) -> str:
     """A readable summary of a gate run."""
+    from labelgate.gate.next_steps import of_summary
+
     lines = [f"{summary.get('decision')}  batch {safe(summary.get('batch_id'))}"
              + ("  (stored decision reused; --force recomputes)" if summary.get("reused") else "")]
     run = f"  run: {summary.get('run_id')}"
@@ -333,7 +348,13 @@ def gate_text(summary: dict[str, Any]) -> str:
     section = _raters(summary)
     for warning in _warnings(summary, section):
         lines.append(f"  warning: {safe(warning)}")
+    for step in of_summary(summary):
+        lines.append(f"  next: {safe(step)}")
     lines.extend(_rater_lines(section))
+    for table, info in _validation(summary).items():
+        if info.get("left_out"):
+            causes = ", ".join(f"{safe(cause)} {n}" for cause, n in info["left_out"].items())
+            lines.append(f"  validation ({safe(table)}): rows left out of the measurement: {causes}")
     for role, info in _selection(summary).items():
         lines.append(f"  selection: {info.get('n_outside')} of {info.get('n_rows')} {safe(role)} rows are outside "
                      f"{safe(role)}.where {safe(info.get('where'))}")
@@ -341,8 +362,10 @@ def gate_text(summary: dict[str, Any]) -> str:
     if coverage:
         lines.append(f"  coverage: {coverage.get('common_items')} of {coverage.get('batch_items')} batch items are "
                      f"in the trusted replication ({num(coverage.get('coverage'))})")
+    verdicts = question_verdicts(summary.get("metrics"))
     for question, rows in (summary.get("metrics") or {}).items():
-        lines.append(f"  [{safe(question)}]")
+        judged = f"  question: {verdicts[question]}" if question in verdicts else ""
+        lines.append(f"  [{safe(question)}]{judged}")
         for name, row in rows.items():
             verdict = f"  {row['verdict']}" if row.get("verdict") else ""
             lines.append(f"    {safe(name):<26} {num(row.get('value'))}  [{num(row.get('ci_low'))}, "

@@ -282,7 +282,8 @@ def _metric_table(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def artifact_markdown(summary: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
-    """The markdown artifact of a run: decision, batch, reasons, the metrics table and the report's path.
+    """The markdown artifact of a run: decision, batch, reasons, what to do next (``next_steps``), the metrics table
+    and the report's path.
 
     Every text that comes from the data or the command line (batch id, question names, reasons, paths) goes through
     :func:`markdown_text`, so the Prefect UI shows it as typed and never renders it.
@@ -291,6 +292,8 @@ def artifact_markdown(summary: dict[str, Any], rows: list[dict[str, Any]] | None
     md = markdown_text
     lines = [f"# LabelGate: {md(summary['decision'])}", "", f"Batch: {md(summary['batch_id'])}", "", "## Reasons", ""]
     lines += [f"- {md(r)}" for r in summary.get("reasons") or ["every blocking expectation passes"]]
+    if summary.get("next_steps"):
+        lines += ["", "## What to do next", ""] + [f"- {md(s)}" for s in summary["next_steps"]]
     lines += ["", "| question | metric | value | interval | verdict |", "|---|---|---|---|---|"]
     lines += [f"| {md(r['question'])} | {md(r['metric'])} | {_fmt(r['value'])} | {_fmt(r['ci_low'])} – "
               f"{_fmt(r['ci_high'])} | {md(r['verdict'])} |" for r in rows]

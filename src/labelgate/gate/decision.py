@@ -83,6 +83,8 @@ class Reliability:
     def describe(self, cause: Cause) -> str:
         """The reason line's text for ``cause``."""
         crowd, trusted = _num(self.crowd), _num(self.trusted)
+        if math.isfinite(self.crowd_high):
+            crowd += f" (interval up to {_num(self.crowd_high)})"
         if cause == "trusted_at_chance":
             return (f"the trusted replication's IRR is {trusted}, at or below chance (≤ {CHANCE_TOLERANCE:g}): it "
                     "cannot serve as a reference")
@@ -231,6 +233,34 @@ def decide(outcomes: list[Outcome], *, coverage_problems: list[str] | None = Non
     return GateDecision(decision=decision, reasons=reasons, warnings=warnings)
 
 
+def question_verdicts(metrics: Any) -> dict[str, Decision]:
+    """Each question's own verdict from a summary's metric rows: the worst verdict of its blocking expectations
+    (ACCEPT when all pass), so that a question is shown with its verdict and each expectation with its own.
+
+    The batch decision may be worse (coverage, validation, the rater policy): this is the measurement's verdict.
+
+    >>> question_verdicts({"q": {"a": {"verdict": "pass", "severity": "blocking"},
+    ...                          "b": {"verdict": "review", "severity": "blocking"},
+    ...                          "c": {"verdict": "reject", "severity": "warning"}}})
+    {'q': 'REVIEW'}
+    """
+    out: dict[str, Decision] = {}
+    for question, rows in (metrics or {}).items():
+        judged = [r for r in (rows or {}).values() if isinstance(r, dict) and r.get("verdict") in _VERDICTS]
+        blocking = [r for r in judged if r.get("severity", "blocking") == "blocking"]
+        if not judged:
+            continue
+        decision: Decision = "ACCEPT"
+        for row in blocking:
+            if row["verdict"] != "pass":
+                decision = worse(decision, _DECISION_OF[row["verdict"]])
+        out[str(question)] = decision
+    return out
+
+
+_VERDICTS = ("pass", "reject", "review", "error")
+
+
 def worse(a: Decision, b: Decision) -> Decision:
     """The decision that outranks the other (ERROR > REJECT > REVIEW > ACCEPT)."""
     return a if _RANK[a] >= _RANK[b] else b
@@ -243,6 +273,99 @@ def _reason_line(o: Outcome, verdict: Verdict) -> str:
         return f"{where}: {o.reliability.describe(cause)}"
     if o.is_undefined:
         return f"{where}: undefined — {o.reason or 'no reason given'}"
+    numbers = "; ".join(check_numbers(o, c) for c in deciding_checks(o))
+    numbers = f": {numbers}" if numbers else ""
     if verdict == "reject":
-        return f"{where}: fails on the point value and on the whole interval"
-    return f"{where}: the interval straddles the threshold (point {'passes' if o.passes_on_point else 'fails'})"
+        if o.interval_verdict is None:
+            return f"{where}: fails on the point value{numbers}"
+        return f"{where}: fails on the point value and on the whole interval{numbers}"
+    return f"{where}: the interval straddles the threshold (point {'passes' if o.passes_on_point else 'fails'})" \
+        f"{numbers}"
+
+
+def all_checks(o: Outcome) -> list[dict[str, Any]]:
+    """Every check of an outcome's details (``parameter, statistic, op, threshold, point, ci_low, ci_high``...)."""
+    return [c for c in o.details.get("checks") or [] if isinstance(c, dict)]
+
+
+def deciding_checks(o: Outcome) -> list[dict[str, Any]]:
+    """The checks that keep an outcome from passing: those failing on the point or on the conservative end of the
+    interval (all of them when none does, so that a reason never shows no number)."""
+    checks = all_checks(o)
+    failing = [c for c in checks if not c.get("passes_on_point") or c.get("passes_on_bound") is False]
+    return failing or checks
+
+
+def fmt(value: Any) -> str:
+    """A statistic as the reasons and next steps write it: three decimals, a true minus sign; "undefined" when it
+    is not a finite number.
+
+    A value that three decimals would show as zero keeps two significant digits (an IRR at chance is −0.00026,
+    not −0.000).
+
+    >>> fmt(-0.0665), fmt(0.8), fmt(-0.000259), fmt(0.0), fmt(None)
+    ('−0.067', '0.800', '−0.00026', '0.000', 'undefined')
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "undefined"
+    text = f"{value:.2g}" if 0 < abs(value) < 0.0005 else f"{value:.3f}"
+    return text.replace("-", "−") if text.strip("-0.") else text.lstrip("-")  # never "−0.000"
+
+
+def _setting(value: Any) -> str:
+    """A configured threshold as written (``0.1``, not ``0.100``; never ``−0``)."""
+    return f"{value + 0.0:g}".replace("-", "−") if isinstance(value, (int, float)) else str(value)
+
+
+def check_numbers(o: Outcome, check: dict[str, Any]) -> str:
+    """The numbers of one check of ``o``: the point, its interval and the threshold — for an IRR baseline, the
+    threshold on the crowd's IRR and how it derives from the trusted IRR.
+
+    Examples
+    --------
+    >>> o = Outcome("q", "irr_baseline", "blocking", 0.33, True, "straddle", details={
+    ...     "value": 0.33, "ci_level": 0.95, "thresholds": {"tolerance": 0.1}, "components": {"irr_trusted": 0.397},
+    ...     "checks": [{"parameter": "tolerance", "statistic": "difference", "op": ">=", "threshold": -0.1,
+    ...                 "point": -0.067, "ci_low": -0.13, "ci_high": -0.001}]})
+    >>> print(check_numbers(o, o.details["checks"][0]))  # doctest: +NORMALIZE_WHITESPACE
+    crowd IRR 0.330 vs threshold 0.297 = trusted IRR 0.397 − tolerance 0.1; difference crowd − trusted −0.067,
+    95% interval [−0.130, −0.001], must be ≥ −0.1
+    """
+    d = o.details
+    op = {">=": "≥", "<=": "≤", ">": ">"}.get(str(check.get("op")), str(check.get("op")))
+    level = d.get("ci_level")
+    low, high = check.get("ci_low"), check.get("ci_high")
+    interval = ""
+    if low is not None and high is not None:
+        pct = f"{level * 100:g}% " if isinstance(level, (int, float)) else ""
+        interval = f", {pct}interval [{fmt(low)}, {fmt(high)}]"
+    statistic = str(check.get("statistic"))
+    name = o.gate if statistic == "value" else statistic
+    if o.gate == "irr_baseline":
+        name = {"difference": "difference crowd − trusted", "ratio": "ratio crowd / trusted"}.get(name, name)
+    text = f"{name} {fmt(check.get('point'))}{interval}, must be {op} {_setting(check.get('threshold'))}"
+    derived = _baseline_threshold(o, check)
+    return f"{derived}; {text}" if derived else text
+
+
+def _baseline_threshold(o: Outcome, check: dict[str, Any]) -> str | None:
+    """For an IRR baseline's check: the threshold on the crowd IRR it amounts to and how it is derived."""
+    if o.gate != "irr_baseline":
+        return None
+    trusted = (o.details.get("components") or {}).get("irr_trusted")
+    crowd = o.details.get("value")
+    limit = check.get("threshold")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (trusted, crowd, limit)):
+        return None
+    trusted, crowd, limit = float(trusted), float(crowd), float(limit)  # type: ignore[arg-type]
+    parameter = check.get("parameter")
+    if parameter == "tolerance":
+        return (f"crowd IRR {fmt(crowd)} vs threshold {fmt(trusted + limit)} = "
+                f"trusted IRR {fmt(trusted)} − tolerance {_setting(-limit)}")
+    if parameter == "max_excess":
+        return (f"crowd IRR {fmt(crowd)} vs ceiling {fmt(trusted + limit)} = trusted IRR {fmt(trusted)} + "
+                f"max_excess {_setting(limit)}")
+    if parameter == "min_ratio":
+        return (f"crowd IRR {fmt(crowd)} vs threshold {fmt(limit * trusted)} = min_ratio {_setting(limit)} × "
+                f"trusted IRR {fmt(trusted)}")
+    return None

@@ -105,7 +105,13 @@ def measure(config: GateConfig, frame: pd.DataFrame | SqlBatch, categories: dict
         for evr in run.results:
             outcome = outcome_from_result(evr)
             outcomes.append(outcome)
-            metrics.setdefault(outcome.question, {}).update(_metric_rows(outcome))
+            rows = metrics.setdefault(outcome.question, {})
+            rows.update(_metric_rows(outcome))
+            if outcome.gate == "irr_baseline":  # its value is the crowd's IRR, which its reasons quote: shown
+                # even when no normalized κx reports it (a row of that expectation's, if any, is kept)
+                d = outcome.details
+                rows.setdefault("irr_crowd", {"value": d.get("value"), "ci_low": d.get("ci_low"),
+                                              "ci_high": d.get("ci_high")})
     # GX's static assets are the same for every run: one shared copy beside the run folders, not 4 MB per run
     share_static_assets(context, Path(config.reports.dir) / "gx-static")
     docs = context.get_docs_sites_urls()

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from labelgate.gate import alerting, raters, steps
+from labelgate.gate import alerting, next_steps, raters, steps
 from labelgate.gate import diagnose as diagnose_step
 from labelgate.gate import measure as measure_step
 from labelgate.gate.audit import (
@@ -143,6 +143,7 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
             hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
             summary = error_summary(state, exc, started, timing, hooks.publish)
     summary.setdefault("raters", None)
+    summary.setdefault("next_steps", [])
     summary[ORCHESTRATION_KEY] = orchestration_of(summary)
     summary["alerts"] = alerting.alert_run(state["store"], state["cfg"], summary, hooks.logger)
     hooks.logger.info("decision %s for batch %s", summary["decision"], summary["batch_id"])
@@ -213,11 +214,16 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     state["step"] = "decide"  # back from the exclusion's own steps: building the record is part of deciding
     decision, measured = decided.decision, decided.measured
     metrics = {q: {**rows, **diagnosed["metrics"].get(q, {})} for q, rows in measured.metrics.items()}
+    steps_next = next_steps.next_steps(cfg, decision, measured.outcomes, coverage=decided.coverage,
+                                       coverage_problems=decided.problems, rejection=prepared.rejection,
+                                       validation=prepared.summary, raters=decided.raters,
+                                       diagnostics=diagnosed["diagnostics"])
     record = GateRecord(batch_id=state["batch_id"], batch_hash=state["batch_hash"], config_hash=state["config_hash"],
                         trusted_hash=state["trusted_hash"], run_id=state["run_id"],
                         decision=decision.decision, reasons=decision.reasons, metrics=metrics,
                         coverage=decided.coverage,
                         validation={**prepared.summary, raters.RECORD_KEY: decided.raters,
+                                    next_steps.RECORD_KEY: steps_next,
                                     ORCHESTRATION_KEY: hooks.orchestration.to_dict()},
                         timing=timing, created_at=started,
                         reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
@@ -251,6 +257,7 @@ class _Decided:
     measured: steps.Measured
     raters: dict[str, Any]
     reports: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
 
 
 def _measure(cfg: GateConfig, frame: Any, categories: dict[str, Any], out: Path, timing: dict[str, float],
@@ -274,7 +281,8 @@ def _decide(cfg: GateConfig, prepared: steps.Prepared, coverage: dict[str, Any],
     whole = steps.decide_batch(prepared, coverage_problems, measured)
     findings = raters.find(cfg, diagnosed["diagnostics"])
     if not findings.excluded:
-        return _Decided(raters.decide(whole, findings), coverage, measured, raters.section(findings), {})
+        return _Decided(raters.decide(whole, findings), coverage, measured, raters.section(findings), {},
+                        coverage_problems)
     state["step"] = "exclude"
     kept, dropped = raters.split_rows(cfg, prepared.crowd, findings.excluded)
     path = str(raters.write_excluded(dropped, findings, cfg, out))
@@ -291,7 +299,7 @@ def _decide(cfg: GateConfig, prepared: steps.Prepared, coverage: dict[str, Any],
     section = raters.section(findings, excluded_rows=len(dropped), excluded_file=path, with_flagged=whole,
                              with_flagged_metrics=measured.metrics, with_flagged_coverage=coverage)
     return _Decided(raters.decide(batch, findings, whole, len(dropped)), kept_coverage, kept_measured, section,
-                    {"excluded_raters": path, "data_docs_with_flagged": measured.data_docs})
+                    {"excluded_raters": path, "data_docs_with_flagged": measured.data_docs}, kept_problems)
 
 
 def with_raters(summary: dict[str, Any]) -> dict[str, Any]:
@@ -299,6 +307,7 @@ def with_raters(summary: dict[str, Any]) -> dict[str, Any]:
     gets the policy's warnings back (the record keeps them in that section)."""
     section = raters.of_summary(summary)
     summary["raters"] = section
+    summary["next_steps"] = next_steps.of_summary(summary)
     if section and summary.get("reused") and not summary.get("warnings"):
         summary["warnings"] = list(section.get("warnings") or [])
     return summary

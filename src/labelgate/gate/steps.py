@@ -121,7 +121,7 @@ def prepared(checked: tuple[validation.ValidationResult, ...] | list[validation.
     warnings: list[str] = []
     rejection = None
     for result in checked:
-        path = validation.write_quarantine(result, out_dir, f"quarantine-{result.table}")
+        path = validation.write_quarantine(result, out_dir, result.table)
         if path is not None:
             quarantine[result.table] = str(path)
         if not result.passed_policy:

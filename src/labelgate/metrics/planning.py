@@ -210,8 +210,24 @@ class ItemPlan:
 _MAX_REFINE_ITEMS = 20_000
 
 
-def _items_for(pilot_items: int, pilot_width: float, width: float) -> int:
-    return max(2, math.ceil(pilot_items * (pilot_width / width) ** 2))
+def items_for_width(pilot_items: int, pilot_width: float, width: float) -> int:
+    r"""Items for an interval of ``width`` when ``pilot_items`` items gave ``pilot_width``: widths shrink as
+    :math:`1/\sqrt{n}`, so :math:`n = \lceil n_0 (w_0 / w)^2 \rceil` (at least 2).
+
+    Any stretch of an interval scales alike: with ``pilot_width`` the distance from a point to its interval's end
+    and ``width`` the distance from the point to a threshold, ``n`` is the number of items for that end of the
+    interval to reach the threshold, if the point stays where it is (the gate's next steps use it so).
+
+    The ratio is rounded up after a relative 1e-12 is taken off, so that a ratio that is a whole number in exact
+    arithmetic (``(0.16 / 0.1) ** 2 * 100 = 256``) is not raised by its floating-point error.
+
+    Examples
+    --------
+    >>> from labelgate.metrics.planning import items_for_width
+    >>> items_for_width(100, 0.2, 0.1), items_for_width(100, 0.3 - 0.14, 0.3 - 0.2)
+    (400, 256)
+    """
+    return max(2, math.ceil(pilot_items * (pilot_width / width) ** 2 * (1 - 1e-12)))
 
 
 def plan_items(width: float, x: Ratings | None = None, y: Ratings | None = None, *, ci: float = 0.95,
@@ -298,7 +314,7 @@ def _plan_from_pilot(width: float, x: Ratings, y: Ratings, ci: float, irr: str, 
         return ItemPlan(0, width, ci, est.n_items, math.nan, "bootstrap", est.value, reason=why,
                         details={"irr": irr, "reason_code": (est.reason_code or Reason.NO_VARIANCE).value})
     pilot_width = est.ci[1] - est.ci[0]
-    return ItemPlan(_items_for(est.n_items, pilot_width, width), width, ci, est.n_items, pilot_width,
+    return ItemPlan(items_for_width(est.n_items, pilot_width, width), width, ci, est.n_items, pilot_width,
                     "bootstrap", est.value, details={"irr": irr, "n_boot": n_boot})
 
 
@@ -366,7 +382,7 @@ def _plan_from_design(width: float, ci: float, seed: Any, design: _Design, pilot
                         reason="normalized kappa_x is undefined in most simulations (IRR product <= 0)",
                         details=details)
     pilot_width, pilot_value = stage
-    n_items = _items_for(pilot_items, pilot_width, width)
+    n_items = items_for_width(pilot_items, pilot_width, width)
     details["first_stage_items"] = n_items
     if refine and n_items != pilot_items and n_items <= _MAX_REFINE_ITEMS:
         # second stage: the 1/sqrt(n) law is only asymptotic, so measure again at the planned size
@@ -374,7 +390,7 @@ def _plan_from_design(width: float, ci: float, seed: Any, design: _Design, pilot
         if second is not None:
             details["first_stage_width"] = pilot_width
             pilot_items, (pilot_width, pilot_value) = n_items, second
-            n_items = _items_for(pilot_items, pilot_width, width)
+            n_items = items_for_width(pilot_items, pilot_width, width)
     return ItemPlan(n_items, width, ci, pilot_items, pilot_width, "simulation", pilot_value, details=details)
 
 

@@ -69,6 +69,7 @@ def build_message(decision: str, summary: Mapping[str, Any],
     payload : dict
         JSON-ready: ``text`` (= subject, for Slack-compatible receivers), ``subject``, ``decision``,
         ``batch_id``, ``run_id``, ``batch_hash``, ``config_hash``, ``reasons`` (first 10), ``n_reasons``,
+        ``next_steps`` (what to do next about a REVIEW or REJECT, :mod:`labelgate.gate.next_steps`; first 10),
         ``metrics`` (``"question/metric" -> {"value", "ci_low", "ci_high"}``, first 20), ``reports``,
         ``dedupe_key``. NaN becomes null.
 
@@ -97,6 +98,7 @@ def build_message(decision: str, summary: Mapping[str, Any],
         "config_hash": summary.get("config_hash"),
         "reasons": reasons[:_MAX_REASONS],
         "n_reasons": len(reasons),
+        "next_steps": [str(line) for line in (summary.get("next_steps") or [])][:_MAX_REASONS],
         "metrics": metrics,
         "reports": _clean(summary.get("reports") or {}),
         "dedupe_key": dedupe_key,
@@ -299,6 +301,9 @@ def _text_body(payload: dict) -> str:
     lines += [f"- {reason}" for reason in payload["reasons"]]
     if payload["n_reasons"] > len(payload["reasons"]):
         lines.append(f"- ... {payload['n_reasons'] - len(payload['reasons'])} more reason(s)")
+    if payload.get("next_steps"):
+        lines.append("Next steps:")
+        lines += [f"- {line}" for line in payload["next_steps"]]
     for name, m in payload["metrics"].items():
         if not isinstance(m, Mapping):
             lines.append(f"{name}: {m}")

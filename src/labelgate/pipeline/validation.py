@@ -47,6 +47,8 @@ from labelgate.pipeline.config import ConfigError, GateConfig, Question
 from labelgate.pipeline.limits import MAX_CATEGORIES, MAX_LABEL_CHARS, shown
 from labelgate.pipeline.sources import as_str, question_value
 from labelgate.pipeline.units import set_elements, unit_label
+from labelgate.pipeline.sources.pools import ADDED_COLUMNS
+from labelgate.pipeline.validation_drops import left_out, left_out_text
 
 NUMERIC_LEVELS = ("interval", "ratio")
 _UNIQUE = "multiple_fields_uniqueness"
@@ -79,6 +81,9 @@ class ValidationResult:
         One sentence explaining ``passed_policy``.
     table : str
         Name of the table in messages (the pool).
+    left_out : dict of str to int
+        Valid rows that hold no judgement of a configured question, by cause
+        (:func:`labelgate.pipeline.validation_drops.left_out`): the measurement leaves them out.
     """
 
     valid: pd.DataFrame
@@ -91,6 +96,7 @@ class ValidationResult:
     reason: str
     table: str = "input"
     categories: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def n_valid(self) -> int:
@@ -102,7 +108,7 @@ class ValidationResult:
         return {"table": self.table, "n_rows": self.n_rows, "n_valid": self.n_valid,
                 "n_invalid": self.n_invalid, "invalid_share": self.invalid_share,
                 "error_counts": dict(self.error_counts), "passed_policy": self.passed_policy,
-                "reason": self.reason}
+                "reason": self.reason, "left_out": dict(self.left_out)}
 
 
 # ------------------------------------------------------------------------------------------- categories
@@ -447,17 +453,27 @@ def validate(df: pd.DataFrame, config: GateConfig,
     work = df.reset_index(drop=True)
     cases = _validate_rows(work, config, cats, pool)
     bad = np.asarray(sorted(cases["index"].unique()), dtype=np.int64) if len(cases) else np.zeros(0, np.int64)
-    reasons, counts = _reasons(cases, work, config, cats, pool, df.index)
+    added = [c for c in df.attrs.get(ADDED_COLUMNS, []) if c in df.columns]  # not the file's: never named
+    reasons, counts = _reasons(cases, work, config, cats, pool, df.index, added)
     good = np.setdiff1d(np.arange(len(df)), bad)
     valid = _valid_rows(df, work, good, config)
-    quarantine = df.iloc[bad].copy()
+    quarantine = df.iloc[bad].drop(columns=added).copy()
     quarantine.insert(0, "_row", df.index[bad])
     quarantine["_reasons"] = [reasons[i] for i in bad]
     quarantine = quarantine.reset_index(drop=True)
     passed, reason = _policy(len(df), len(bad), counts, config, table)
+    dropped = left_out(valid, config)
     return ValidationResult(valid=valid, quarantine=quarantine, n_rows=len(df), n_invalid=len(bad),
                             invalid_share=len(bad) / len(df), error_counts=counts, passed_policy=passed,
-                            reason=reason, table=table, categories={k: _tuple(v) for k, v in cats.items()})
+                            reason=_with_left_out(reason, dropped), table=table,
+                            categories={k: _tuple(v) for k, v in cats.items()}, left_out=dropped)
+
+
+def _with_left_out(reason: str, dropped: dict[str, int]) -> str:
+    """The policy's sentence with the rows left out of the measurement, so "all rows passed" never hides them."""
+    if not dropped:
+        return reason
+    return f"{reason.rstrip('.')}{left_out_text(dropped)}."
 
 
 def validate_pools(crowd_df: pd.DataFrame, trusted_df: pd.DataFrame, config: GateConfig,
@@ -572,10 +588,11 @@ def _failures(schema: pa.DataFrameSchema, frame: pd.DataFrame,
 # ------------------------------------------------------------------------------------------- reasons
 def _reasons(cases: pd.DataFrame, work: pd.DataFrame, config: GateConfig,
              cats: Mapping[str, Sequence[Any] | None], pool: str | None,
-             rows: pd.Index) -> tuple[dict[int, str], dict[str, int]]:
+             rows: pd.Index, added: Sequence[str] = ()) -> tuple[dict[int, str], dict[str, int]]:
     """Reason text per failing row position, and the number of rows failing each column:check.
 
-    ``rows`` is the validated table's index: a message names a row as the quarantine's ``_row`` does."""
+    ``rows`` is the validated table's index: a message names a row as the quarantine's ``_row`` does. ``added``:
+    columns the loader added (a file's missing pool column), left out of the duplicate keys' names."""
     by_row: dict[int, set[str]] = {}
     hits: set[tuple[int, str]] = set()
     if not len(cases):
@@ -593,7 +610,7 @@ def _reasons(cases: pd.DataFrame, work: pd.DataFrame, config: GateConfig,
         by_row.setdefault(int(row.index), set()).add(text)
         hits.add((int(row.index), f"{row.column}:{check}"))
     if unique.any():
-        keys = _unique_keys(config)
+        keys = [k for k in _unique_keys(config) if k not in added]
         name = "+".join(keys)
         for position, text in _duplicate_texts(work, sorted(set(cases.loc[unique, "index"])), keys).items():
             by_row.setdefault(position, set()).add(f"{name}: unique: {text}")

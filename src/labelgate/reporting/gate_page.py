@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from labelgate.gate.next_steps import of_summary
 from labelgate.reporting import plots, sections
 from labelgate.reporting.plots import IntervalRow, Point
 from labelgate.reporting.sections import NAMES, ORDER, Figure, Figures, sort_value
@@ -79,7 +80,7 @@ def gate_context(summary: Mapping[str, Any], history: Mapping[str, Any] | None) 
         "reused": bool(summary.get("reused")), "figures_hint": figures.hint,
         "n_questions": len(metrics), "counts": counts, "error_step": summary.get("error_step"),
         "reasons": list(summary.get("reasons") or ["every blocking expectation passes"]),
-        "warnings": list(summary.get("warnings") or []),
+        "warnings": list(summary.get("warnings") or []), "next_steps": of_summary(summary),
         "overview": _overview(metrics, questions, windows, episodes, figures),
         "limited": len(questions) > FIGURE_QUESTIONS and figures.enabled, "figure_questions": FIGURE_QUESTIONS,
         "questions": [{**_question(q, metrics.get(q, {}), diagnostics.get(q, {}), states[q], len(questions),
@@ -119,9 +120,12 @@ def _overview(metrics: Mapping[str, Mapping[str, Any]], questions: Sequence[str]
               "irr_crowd": number(mapping(metrics[q].get("irr_crowd")).get("value")),
               "irr_trusted": number(mapping(metrics[q].get("irr_trusted")).get("value")),
               "kx": number(mapping(metrics[q].get("cross_kappa")).get("value")), "nk": number(nk[q].get("value")),
-              "interval": interval(nk[q]), "minimum": number(_min_value(nk[q]), 2),
+              "interval": interval(nk[q]), "minimum": number(_min_value(nk[q]), 2), "nk_state": _state(nk[q]),
+              "nk_verdict": nk[q].get("verdict"), "nk_reason": nk[q].get("reason"),
               "rho": number(mapping(metrics[q].get("disattenuated_correlation")).get("value"))} for q in ordered]
-    return {"empty": False, "forest": forest, "table": table, "with_rho": with_rho,
+    reasons = [f"{q}: {nk[q]['reason']}" for q in ordered if nk[q].get("reason") and not finite(nk[q].get("value"))]
+    return {"empty": False, "forest": forest, "table": table, "with_rho": with_rho, "undefined": reasons,
+            "computed": any(nk[q] for q in ordered),
             "fig7": _fig7(metrics, ordered, figures), "pools": _pools(metrics, ordered, figures),
             "strip": sections.strip_figure(questions, windows, episodes, figures) if windows else Figure()}
 

@@ -105,13 +105,13 @@ def interval_chart(rows: Sequence[IntervalRow], *, title: str, x_label: str,
     """Point estimates with intervals, one row each (a forest plot), top to bottom in the given order.
 
     The threshold is one dashed red line when every row shares it, else a red tick on each row; the value
-    and interval are written at the right of each row ("not computed" without a value).
+    and interval are written at the right of each row ("undefined" without a value).
 
     Examples
     --------
     >>> svg = interval_chart([IntervalRow("a", 0.9, 0.85, 0.95, "pass", 0.8), IntervalRow("b", None)],
     ...                      title="t", x_label="x")
-    >>> svg.count('class="mark point"'), svg.count('class="mark ci"'), "not computed" in svg
+    >>> svg.count('class="mark point"'), svg.count('class="mark ci"'), "undefined" in svg
     (1, 1, True)
     """
     label_in = min(max((len(shorten(r.label)) for r in rows), default=4) * CHAR_IN + 0.2, 2.6)
@@ -160,8 +160,7 @@ def _intervals(chart: Chart, ax: Any, rows: Sequence[IntervalRow], threshold_lab
             chart.mark(line, "point", len(dots), tooltips=[r.tip() for _, r in dots])
     side = ax.get_yaxis_transform()
     for i, r in enumerate(rows):
-        text = f"{fmt(r.value)} {_interval_text(r)}".replace(" no interval", "") if finite(r.value) else (
-            "not computed")
+        text = f"{fmt(r.value)} {_interval_text(r)}".replace(" no interval", "") if finite(r.value) else "undefined"
         ax.text(1.02, i, text, transform=side, va="center", fontsize=7.5,
                 color=COLOURS["text"] if finite(r.value) else COLOURS["muted"])
 
@@ -297,7 +296,8 @@ class Point:
 
 def scatter_chart(points: Sequence[Point], *, title: str, x_label: str, y_label: str, log_x: bool = False,
                   diagonal: bool = False, all_intervals: bool = False, names: Mapping[str, str] | None = None,
-                  highlight_name: str = "flagged", callout_title: str = "") -> str:
+                  highlight_name: str = "flagged", callout_title: str = "",
+                  y_range: tuple[float, float] | None = None) -> str:
     """A scatter that stays readable with thousands of points and hundreds of highlighted ones.
 
     Ordinary points are translucent dots coloured by ``group`` (legend names from ``names``), without labels;
@@ -307,6 +307,11 @@ def scatter_chart(points: Sequence[Point], *, title: str, x_label: str, y_label:
     ``all_intervals`` draws every point's intervals (for a few points only). Points without finite x and y
     (or x ≤ 0 on a log axis) are not drawn. Every highlighted point keeps its tooltip; ordinary points keep
     theirs up to 400 per group, and a group of more than 2 000 is drawn as a hexagonal density map.
+
+    The axes span the points and the intervals drawn (a point's interval is drawn when it is called out, or with
+    ``all_intervals``), so the wide intervals of a thousand raters with few items do not squash the points;
+    ``y_range`` bounds the y axis to the statistic's own range (κ: −1 to 1) — an interval reaching past it is cut
+    at the axis.
 
     Examples
     --------
@@ -327,9 +332,13 @@ def scatter_chart(points: Sequence[Point], *, title: str, x_label: str, y_label:
         fig = chart.figure
         margins(fig, left=0.7, right=label_in if callouts else 0.25, bottom=0.5, top=0.35)
         ax = fig.add_subplot()
-        xs = [v for p in drawn for v in (p.x, p.x_low, p.x_high)]
-        ys = [v for p in drawn for v in (p.y, p.y_low, p.y_high)]
+        whiskered = drawn if all_intervals else callouts
+        xs = [p.x for p in drawn] + [v for p in whiskered for v in (p.x_low, p.x_high)]
+        ys = [p.y for p in drawn] + [v for p in whiskered for v in (p.y_low, p.y_high)]
         x_dom, y_dom = _log_domain(xs) if log_x else domain(xs), domain(ys)
+        if y_range is not None:
+            pad = 0.05 * (y_range[1] - y_range[0])
+            y_dom = (max(y_dom[0], y_range[0] - pad), min(y_dom[1], y_range[1] + pad))
         if diagonal:
             x_dom = y_dom = (min(x_dom[0], y_dom[0]), max(x_dom[1], y_dom[1]))
             chart.tag(ax.plot(x_dom, y_dom, color=COLOURS["muted"], lw=1, ls=(0, (4, 3)))[0], "diagonal")
@@ -340,8 +349,7 @@ def scatter_chart(points: Sequence[Point], *, title: str, x_label: str, y_label:
         ax.set_ylim(*y_dom)
         handles = [*_clouds(chart, ax, [p for p in drawn if not p.highlight], names or {}, x_dom, y_dom, log_x)]
         flagged = [p for p in drawn if p.highlight]
-        whiskers = drawn if all_intervals else callouts
-        _whiskers(chart, ax, whiskers)
+        _whiskers(chart, ax, whiskered)
         if flagged:
             line = ax.plot([p.x for p in flagged], [p.y for p in flagged], ls="none", marker="o",
                            ms=5.5 if len(flagged) <= 50 else 4.5, color=COLOURS["reject"], mec="white", mew=0.6,

@@ -119,7 +119,8 @@ def raters(question: str, rows: Iterable[Any], figures: Figures, with_figure: bo
                         callout=str(ranks[id(r)]) if id(r) in labelled else "") for r in plotted]
         figure = figures.draw(plots.scatter_chart, points, title=f"Rater agreement with the trusted pool, {question}",
                               x_label="ratings by the rater" + (" (log scale)" if log_x else ""),
-                              y_label="κ against the trusted pool", log_x=log_x, callout_title="lowest κ, flagged")
+                              y_label="κ against the trusted pool", log_x=log_x, callout_title="lowest κ, flagged",
+                              y_range=(-1.0, 1.0))
     table = [{"rank": k + 1, "rater": r.get("rater_id"), "pool": r.get("pool"), "ratings": number(r.get("n_ratings")),
               "shared": number(r.get("n_shared_items")), "kappa": number(r.get("kappa_vs_trusted")),
               "interval": interval(r, "kappa_ci_low", "kappa_ci_high"), "loo": number(r.get("loo_agreement")),

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 #: Canonical column names of :func:`question_frame` (the defaults of ``lg.Ratings.from_long`` and
 #: ``lg.ratings_by_pool``).
 ITEM, RATER, LABEL, POOL, TIMESTAMP = "item_id", "rater_id", "label", "pool", "timestamp"
+#: ``DataFrame.attrs`` key listing the columns the loader added to a table (the pool column of a file without one):
+#: validation never names them in its messages or its quarantine file, since the file does not have them.
+ADDED_COLUMNS = "labelgate_added_columns"
 
 
 def load_pools(config: GateConfig, batch_path: str | Path | None = None,
@@ -107,6 +110,7 @@ def load_selected(config: GateConfig, batch_path: str | Path | None = None,
         for frame, value in ((crowd_df, pools.crowd), (trusted_df, pools.trusted)):
             if cols.pool not in frame.columns:
                 frame[cols.pool] = pd.Series(value, index=frame.index, dtype="str")
+                frame.attrs[ADDED_COLUMNS] = [*frame.attrs.get(ADDED_COLUMNS, []), cols.pool]
     selection: dict[str, Any] = {}
     crowd_df = select_rows(crowd_df, config.batch.where, "batch", selection)
     trusted_df = select_rows(trusted_df, config.trusted.where, "trusted", selection)
