@@ -46,8 +46,8 @@ from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
 from labelgate.pipeline.limits import MAX_CATEGORIES, MAX_LABEL_CHARS, shown
 from labelgate.pipeline.sources import as_str, question_value
-from labelgate.pipeline.units import set_elements, unit_label
 from labelgate.pipeline.sources.pools import ADDED_COLUMNS
+from labelgate.pipeline.units import set_elements, unit_label
 from labelgate.pipeline.validation_drops import left_out, left_out_text
 
 NUMERIC_LEVELS = ("interval", "ratio")
