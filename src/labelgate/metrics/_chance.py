@@ -28,6 +28,15 @@ from labelgate.metrics._items import (
     require_rater_identity,
     view,
 )
+from labelgate.metrics.variance_analytic import (
+    Analytic,
+    cohen_se,
+    conger_se,
+    fixed_chance_se,
+    fleiss_null_se,
+    fleiss_se,
+    gwet_ac_se,
+)
 from labelgate.metrics.weights import Weights, weight_matrix
 
 
@@ -191,7 +200,10 @@ def build_percent_agreement(r: Ratings, codes: IntArray | None = None, weights: 
         p_o, n_pair = _observed(sums[0])
         return {"value": p_o, "n_pairable": n_pair}
 
-    return _lazy_stat(v, weight_matrix(r, weights, "percent_agreement"), finalize)
+    w = weight_matrix(r, weights, "percent_agreement")
+    stat = _lazy_stat(v, w, finalize)
+    stat.analytic = lambda value: fixed_chance_se(v, w, 0.0, value, _n_rated(r, codes))
+    return stat
 
 
 def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity") -> ItemStatistic:
@@ -204,7 +216,15 @@ def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights 
         return {"value": chance_corrected(p_o, np.full_like(p_o, p_e)), "p_o": p_o,
                 "p_e": np.full_like(p_o, p_e), "n_pairable": n_pair}
 
-    return _lazy_stat(v, w, finalize)
+    stat = _lazy_stat(v, w, finalize)
+    stat.analytic = lambda value: fixed_chance_se(v, w, p_e, value, _n_rated(r, codes))
+    return stat
+
+
+def _n_rated(r: Ratings, codes: IntArray | None) -> int:
+    """Items with at least one rating (on ``codes``): the ``n`` of Gwet's variances."""
+    per_item = r.ratings_per_item if codes is None else r.ratings_per_item[codes]
+    return int(np.count_nonzero(per_item))
 
 
 def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
@@ -218,7 +238,12 @@ def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
         pi = _classification_probabilities(sums[0], sums[1], pooled)
         return _chance_components(sums, np.einsum("bc,ck,bk->b", pi, w, pi))
 
-    return _lazy_stat(v, w, finalize, on, pooled)
+    stat = _lazy_stat(v, w, finalize, on, pooled)
+    # the pooled variant has no published variance (the delta method's is given), but with the same number of
+    # ratings on every item it is Fleiss (1971), whose test of kappa = 0 applies
+    stat.analytic = ((lambda value: fleiss_se(v, w, value)) if not pooled
+                     else (lambda value: Analytic(np.nan, "", fleiss_null_se(v, w), "")))
+    return stat
 
 
 def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
@@ -233,7 +258,10 @@ def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = 
         pi = _classification_probabilities(sums[0], sums[1])
         return _chance_components(sums, scale * (pi * (1.0 - pi)).sum(axis=1))
 
-    return _lazy_stat(v, w, finalize, on, False)
+    stat = _lazy_stat(v, w, finalize, on, False)
+    if marginals == "all_rated_items":
+        stat.analytic = lambda value: gwet_ac_se(v, w, value)
+    return stat
 
 
 def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
@@ -248,8 +276,24 @@ def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
         p_e, active = conger_chance(sums[1].reshape(-1, n_raters, q), w)
         return {**_chance_components(sums, p_e), "n_raters": active}
 
-    return _stat(v, None, finalize, build_blocks=lambda: [_observed_block(v, w, on), rater_category_block(v, on)],
+    stat = _stat(v, None, finalize, build_blocks=lambda: [_observed_block(v, w, on), rater_category_block(v, on)],
                  totals=[_observed_totals(v, w, on), rater_category_totals(v, on)])
+    if function == "cohen_kappa":
+        stat.analytic = lambda value: cohen_se(two_rater_table(v), w)
+    elif function == "conger_kappa" and marginals == "all_rated_items":
+        stat.analytic = lambda value: conger_se(v, w, value)
+    return stat
+
+
+def two_rater_table(v: ItemView) -> np.ndarray:
+    """The q x q table of counts of the pairable items of two raters (rows: the first rater's category)."""
+    r = v.ratings
+    q = r.n_categories
+    rows, axis = v.rows_on_axis()
+    labels = np.full((2, v.codes.size), -1, dtype=np.int64)
+    labels[r.rater_codes[rows], axis] = r.value_codes[rows]
+    both = (labels >= 0).all(axis=0)
+    return np.bincount(labels[0, both] * q + labels[1, both], minlength=q * q).reshape(q, q).astype(np.float64)
 
 
 def conger_chance(rater_counts: np.ndarray, w: FloatArray) -> tuple[np.ndarray, np.ndarray]:

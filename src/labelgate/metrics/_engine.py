@@ -23,6 +23,7 @@ matrix-vector product per block give every item's influence.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -44,6 +45,7 @@ from labelgate.metrics._blocks import (
 )
 from labelgate.metrics._linear import linearized_se, normal_interval
 from labelgate.metrics._resamples import make_rng, resamples
+from labelgate.metrics.variance_analytic import Analytic
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -98,6 +100,9 @@ class ItemStatistic:
     build_blocks: Callable[[], list[Block]] | None = None
     details: dict[str, Any] = field(default_factory=dict)
     interval_components: tuple[str, ...] = ()
+    #: ``analytic(value)``: the published standard error of the value and its test of no agreement
+    #: (:mod:`labelgate.metrics.variance_analytic`), when the metric has one; else the delta method's is reported.
+    analytic: Callable[[float], Analytic | None] | None = None
 
     def get_blocks(self) -> list[Block]:
         if self.blocks is None:
@@ -170,7 +175,7 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
         reason_code, reason = explained if explained else (Reason.NO_VARIANCE, "the metric is undefined")
         value = float("nan")
     intervals: Intervals = {}
-    method, resampled = None, False
+    method, resampled, boot_se = None, False, math.nan
     if ci is not None and np.isfinite(value):
         level = float(ci)
         points = {"value": float(value), **{k: float(point[k][0]) for k in stat.interval_components}}
@@ -180,8 +185,8 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
         if delta.get("value") is not None:
             intervals, method = delta, "delta"
         else:  # a bootstrap method, or the fallback of an undefined delta interval (in interval_of)
-            intervals, method, note, n_failed = _bootstrap_intervals(stat, points, level, wanted, n_boot, seed,
-                                                                     value_index, spreads, why)
+            intervals, method, note, n_failed, boot_se = _bootstrap_intervals(stat, points, level, wanted, n_boot,
+                                                                              seed, value_index, spreads, why)
             resampled = True
             details["n_boot_undefined"] = n_failed
             if note:
@@ -190,11 +195,40 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
             part = intervals.get(key)
             details[f"{key}_ci_low"], details[f"{key}_ci_high"] = part if part else (np.nan, np.nan)
     interval = intervals.get("value")
+    se, se_method, z, p_value = standard_error(stat, float(value), value_index, boot_se, details)
     return Estimate(metric=metric, value=float(value), ci=interval,
                     ci_level=float(ci) if interval is not None and ci is not None else None,
                     n_items=stat.n_items, n_ratings=stat.n_ratings, n_items_excluded=stat.n_items_excluded,
                     reason=reason, reason_code=reason_code, details=details,
-                    n_boot=n_boot if interval and resampled else 0, ci_method=method if interval else None)
+                    n_boot=n_boot if interval and resampled else 0, ci_method=method if interval else None,
+                    se=se, se_method=se_method, z=z, p_value=p_value)
+
+
+def standard_error(stat: ItemStatistic, value: float, value_index: int | None, boot_se: float,
+                   details: dict[str, Any]) -> tuple[float, str | None, float, float]:
+    """``(se, se_method, z, p_value)`` of the value: analytic where published, else delta, else bootstrap.
+
+    The analytic formula's source goes to ``details["se_source"]``; the test's standard error under the hypothesis
+    of no agreement to ``details["se_null"]`` (SAS's "ASE under H0"), its source to ``details["test_source"]``. The
+    delta method's standard error is the linearised one of the delta interval (no resampling); the bootstrap's
+    (the standard deviation of the finite replicates) is given only when an interval resampled and the
+    linearisation is unavailable (e.g. too many columns).
+    """
+    if not np.isfinite(value):
+        return math.nan, None, math.nan, math.nan
+    found = stat.analytic(value) if stat.analytic is not None else None
+    z, p_value = found.test(value) if found is not None else (math.nan, math.nan)
+    if found is not None and found.source0 and np.isfinite(z):
+        details["se_null"], details["test_source"] = found.se0, found.source0
+    if found is not None and np.isfinite(found.se):
+        details["se_source"] = found.source
+        return found.se, "analytic", z, p_value
+    spreads, _ = _linearized(stat, ("value",), value_index)
+    if np.isfinite(spreads.get("value", math.nan)):
+        return spreads["value"], "delta", z, p_value
+    if np.isfinite(boot_se):
+        return boot_se, "bootstrap", z, p_value
+    return math.nan, None, z, p_value
 
 
 def _linearized(stat: ItemStatistic, keys: tuple[str, ...], value_index: int | None,
@@ -209,17 +243,18 @@ def _linearized(stat: ItemStatistic, keys: tuple[str, ...], value_index: int | N
 
 def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: float, method: str, n_boot: int,
                          seed: Any, value_index: int | None, spreads: dict[str, float], why: str | None,
-                         ) -> tuple[Intervals, str | None, str | None, int]:
+                         ) -> tuple[Intervals, str | None, str | None, int, float]:
     """Bootstrap intervals of the value and the components from one set of resamples (:func:`interval_of`).
 
-    Returns the intervals, the method of the value's interval, its fallback note and its undefined resamples.
+    Returns the intervals, the method of the value's interval, its fallback note, its undefined resamples and the
+    standard deviation of the value's finite replicates (the bootstrap standard error).
     """
     keys = tuple(points)
     replicates, rng = _replicates(stat, n_boot, seed, keys)
     n_axis = n_rows(stat.get_blocks())
     loo = jackknife_components(stat, keys=keys, rng=rng) if method in ("bca", "delta") else None
     out: Intervals = {}
-    used, note, n_failed = None, None, 0
+    used, note, n_failed, spread = None, None, 0, math.nan
     for key in keys:
         index = value_index if key == "value" else None
         jack = None if loo is None else _pick(loo[key], index)
@@ -228,7 +263,10 @@ def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: f
         out[key] = interval
         if key == "value":
             used, note, n_failed = how, said, failed
-    return out, used, note, n_failed
+            finite = _pick(replicates[key], index)
+            finite = finite[np.isfinite(finite)]
+            spread = float(np.std(finite, ddof=1)) if finite.size >= 2 else math.nan
+    return out, used, note, n_failed, spread
 
 
 def bootstrap(stat: ItemStatistic, *, n_boot: int, seed: Any) -> np.ndarray:

@@ -30,6 +30,7 @@ from labelgate.metrics._engine import (
 )
 from labelgate.metrics._items import ItemView, excluded_single, pairable_counts, square_sums, view
 from labelgate.metrics.agreement import build_conger_kappa
+from labelgate.metrics.variance_analytic import Analytic, alpha_se
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -102,9 +103,19 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
 
     delta = ratio_distance(r.category_values)
     within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
-    return ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
+    stat = ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
+    stat.analytic = lambda value: alpha_matrix_se(v, within_i, delta, value)
+    return stat
+
+
+def alpha_matrix_se(v: ItemView, within_i: FloatArray, delta: np.ndarray, value: float) -> Analytic:
+    """Gwet's analytic standard error of α under a fixed distance matrix (:func:`alpha_se`), on the pairable items."""
+    on = v.pairable
+    counts = v.counts[on]
+    pi = counts.sum(axis=0) / max(float(counts.sum()), 1.0)
+    return alpha_se(v.n[on], within_i[on], counts @ (delta @ pi), float(pi @ delta @ pi), value)
 
 
 def _distance_finalize(delta: np.ndarray) -> Any:
@@ -131,10 +142,21 @@ def _alpha_nominal(r: Ratings, v: ItemView, inv: FloatArray) -> ItemStatistic:
         return [within_i[:, None], pairable_counts(v)]
 
     totals = [within_total, _marginal_totals(v, on, pooled=True)]
-    return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
+    stat = ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
                          finalize=_distance_finalize(1.0 - np.eye(r.n_categories)), n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
+    stat.analytic = lambda value: _alpha_nominal_se(v, within_i, value)
+    return stat
+
+
+def _alpha_nominal_se(v: ItemView, within_i: FloatArray, value: float) -> Analytic:
+    r""":func:`alpha_se` with the nominal distance: :math:`(\delta \pi)_k = 1 - \pi_k`."""
+    on = v.pairable
+    counts = v.counts[on]
+    pi = counts.sum(axis=0) / max(float(counts.sum()), 1.0)
+    r_i = v.n[on]
+    return alpha_se(r_i, within_i[on], r_i - counts @ pi, 1.0 - float(pi @ pi), value)
 
 
 def _nominal_within(v: ItemView, inv: FloatArray) -> tuple[FloatArray, np.ndarray]:
@@ -172,9 +194,21 @@ def _alpha_interval(v: ItemView) -> ItemStatistic:
         # n s - t^2 is a difference of two terms of size n s: on equal values it leaves a rounding residue
         return _alpha_components(sums[0][:, 0], 2.0 * (n * s - t**2), n, 2.0 * n * s)
 
-    return ItemStatistic(blocks=[within[:, None], mom], finalize=finalize, n_items=v.n_pairable,
+    stat = ItemStatistic(blocks=[within[:, None], mom], finalize=finalize, n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
+    stat.analytic = lambda value: _alpha_interval_se(mom[v.pairable], within[v.pairable], value)
+    return stat
+
+
+def _alpha_interval_se(moments: np.ndarray, within_i: FloatArray, value: float) -> Analytic:
+    r""":func:`alpha_se` with the squared difference, from the item moments: with :math:`\mu`, :math:`m_2` the mean
+    and mean square of the pairable values, :math:`\sum_k r_{ik} (\delta\pi)_k = S_{2i} - 2 \mu S_{1i} + r_i m_2`
+    and :math:`D_e = 2 (m_2 - \mu^2)`."""
+    count, total, square = moments[:, 0], moments[:, 1], moments[:, 2]
+    n = max(float(count.sum()), 1.0)
+    mu, m2 = float(total.sum()) / n, float(square.sum()) / n
+    return alpha_se(count, within_i, square - 2.0 * mu * total + count * m2, 2.0 * (m2 - mu * mu), value)
 
 
 def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray, scale: np.ndarray) -> Components:
