@@ -45,7 +45,7 @@ from labelgate.metrics._blocks import (
 )
 from labelgate.metrics._linear import linearized_se, normal_interval
 from labelgate.metrics._resamples import make_rng, resamples
-from labelgate.metrics.variance_analytic import Analytic
+from labelgate.metrics.variance_analytic import Analytic, bootstrap_se
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -263,9 +263,7 @@ def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: f
         out[key] = interval
         if key == "value":
             used, note, n_failed = how, said, failed
-            finite = _pick(replicates[key], index)
-            finite = finite[np.isfinite(finite)]
-            spread = float(np.std(finite, ddof=1)) if finite.size >= 2 else math.nan
+            spread = bootstrap_se(_pick(replicates[key], index))
     return out, used, note, n_failed, spread
 
 

@@ -74,6 +74,13 @@ class Analytic:
         return z, 2.0 * _NORMAL.cdf(-abs(z))
 
 
+def bootstrap_se(replicates: np.ndarray) -> float:
+    """The bootstrap standard error: the standard deviation of the finite replicates (NaN with fewer than 2)."""
+    finite = np.asarray(replicates, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    return float(np.std(finite, ddof=1)) if finite.size >= 2 else math.nan
+
+
 def _gwet_variance(kappa_star: FloatArray, value: float, n: int, n_zero_terms: int = 0) -> float:
     r""":math:`\frac{1}{n(n-1)} \sum_i (\kappa^\star_i - \hat\kappa)^2` over the ``n`` items, ``n_zero_terms`` of which
     have :math:`\kappa^\star_i = 0` and are not in ``kappa_star`` (the single-rated items of a coefficient without
