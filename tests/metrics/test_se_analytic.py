@@ -307,3 +307,24 @@ def test_bootstrap_standard_error_when_no_linearisation(monkeypatch: pytest.Monk
 def test_undefined_value_has_no_standard_error() -> None:
     est = lg.fleiss_kappa(lg.Ratings.from_wide([[1, 1], [1, 1]]))
     assert est.is_nan and math.isnan(est.se) and est.se_method is None and math.isnan(est.z)
+
+
+@pytest.mark.parametrize("method", sorted(COEFFICIENTS))
+def test_custom_matrices_equal_irrcac(method: str) -> None:
+    rng = np.random.default_rng(350)
+    data, cats = handbook("raw_g1g2")
+    r = lg.Ratings.from_wide(DATA["raw_g1g2"](), categories=CATEGORIES["raw_g1g2"])
+    for _ in range(5):
+        upper = np.triu(rng.random((5, 5)), 1)
+        w = upper + upper.T + np.eye(5)
+        assert close(COEFFICIENTS[method](r, w).se, irrcac(data, cats, w, method)["se"])
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_cohen_kappa_every_weighting_equals_irrcac_table(weights: str) -> None:
+    table = np.array([[13, 1, 0, 2], [0, 20, 7, 1], [1, 4, 56, 3], [0, 2, 1, 9]])
+    est = lg.cohen_kappa(lg.Ratings.from_contingency(table, categories=[1, 2, 3, 4], level="ordinal"), weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = irrcac_table.CAC(pd.DataFrame(table), weights=weights, digits=15).cohen()["est"]
+    assert close(est.value, want["coefficient_value"]) and close(est.se, want["se"])
