@@ -53,7 +53,8 @@ def handbook(name: str) -> tuple[pd.DataFrame, list[float]]:
     """The dataset as irrCAC reads it: its weights need numbers, so a..e become the ranks 1..5 (as LabelGate's)."""
     data, cats = DATA[name](), CATEGORIES[name]
     if name == "raw_g1g2":
-        data = data.replace({c: float(k + 1) for k, c in enumerate(cats)})
+        ranks = {c: float(k + 1) for k, c in enumerate(cats)}
+        data = data.map(lambda v: ranks.get(v, np.nan))
     return data, [float(k + 1) for k in range(len(cats))]
 
 

@@ -241,8 +241,9 @@ def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
     stat = _lazy_stat(v, w, finalize, on, pooled)
     # the pooled variant has no published variance (the delta method's is given), but with the same number of
     # ratings on every item it is Fleiss (1971), whose test of kappa = 0 applies
-    stat.analytic = ((lambda value: fleiss_se(v, w, value)) if not pooled
-                     else (lambda value: Analytic(np.nan, "", fleiss_null_se(v, w), "")))
+    stat.analytic = ((lambda value: fleiss_se(v, w, value, _marginal_totals(v, on), _marginal_totals(v, on, True)))
+                     if not pooled else
+                     (lambda value: Analytic(np.nan, "", fleiss_null_se(v, w, _marginal_totals(v, on, True)), "")))
     return stat
 
 
@@ -260,7 +261,7 @@ def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = 
 
     stat = _lazy_stat(v, w, finalize, on, False)
     if marginals == "all_rated_items":
-        stat.analytic = lambda value: gwet_ac_se(v, w, value)
+        stat.analytic = lambda value: gwet_ac_se(v, w, value, _marginal_totals(v, on))
     return stat
 
 

@@ -176,6 +176,7 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
         value = float("nan")
     intervals: Intervals = {}
     method, resampled, boot_se = None, False, math.nan
+    spreads: dict[str, float] = {}
     if ci is not None and np.isfinite(value):
         level = float(ci)
         points = {"value": float(value), **{k: float(point[k][0]) for k in stat.interval_components}}
@@ -195,7 +196,8 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
             part = intervals.get(key)
             details[f"{key}_ci_low"], details[f"{key}_ci_high"] = part if part else (np.nan, np.nan)
     interval = intervals.get("value")
-    se, se_method, z, p_value = standard_error(stat, float(value), value_index, boot_se, details)
+    se, se_method, z, p_value = standard_error(stat, float(value), value_index, boot_se, details,
+                                                spreads.get("value", math.nan))
     return Estimate(metric=metric, value=float(value), ci=interval,
                     ci_level=float(ci) if interval is not None and ci is not None else None,
                     n_items=stat.n_items, n_ratings=stat.n_ratings, n_items_excluded=stat.n_items_excluded,
@@ -205,14 +207,15 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
 
 
 def standard_error(stat: ItemStatistic, value: float, value_index: int | None, boot_se: float,
-                   details: dict[str, Any]) -> tuple[float, str | None, float, float]:
+                   details: dict[str, Any], delta_se: float = math.nan) -> tuple[float, str | None, float, float]:
     """``(se, se_method, z, p_value)`` of the value: analytic where published, else delta, else bootstrap.
 
     The analytic formula's source goes to ``details["se_source"]``; the test's standard error under the hypothesis
     of no agreement to ``details["se_null"]`` (SAS's "ASE under H0"), its source to ``details["test_source"]``. The
     delta method's standard error is the linearised one of the delta interval (no resampling); the bootstrap's
     (the standard deviation of the finite replicates) is given only when an interval resampled and the
-    linearisation is unavailable (e.g. too many columns).
+    linearisation is unavailable (e.g. too many columns). ``delta_se``: the linearised one, if the delta interval
+    computed it.
     """
     if not np.isfinite(value):
         return math.nan, None, math.nan, math.nan
@@ -223,9 +226,10 @@ def standard_error(stat: ItemStatistic, value: float, value_index: int | None, b
     if found is not None and np.isfinite(found.se):
         details["se_source"] = found.source
         return found.se, "analytic", z, p_value
-    spreads, _ = _linearized(stat, ("value",), value_index)
-    if np.isfinite(spreads.get("value", math.nan)):
-        return spreads["value"], "delta", z, p_value
+    if not np.isfinite(delta_se):  # not computed already for a delta interval
+        delta_se = _linearized(stat, ("value",), value_index)[0].get("value", math.nan)
+    if np.isfinite(delta_se):
+        return delta_se, "delta", z, p_value
     if np.isfinite(boot_se):
         return boot_se, "bootstrap", z, p_value
     return math.nan, None, z, p_value

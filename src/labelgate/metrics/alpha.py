@@ -30,7 +30,7 @@ from labelgate.metrics._engine import (
 )
 from labelgate.metrics._items import ItemView, excluded_single, pairable_counts, square_sums, view
 from labelgate.metrics.agreement import build_conger_kappa
-from labelgate.metrics.variance_analytic import Analytic, alpha_se
+from labelgate.metrics.variance_analytic import Analytic, alpha_se, counts_times
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -113,9 +113,14 @@ def build_alpha(r: Ratings, codes: IntArray | None = None) -> ItemStatistic:
 def alpha_matrix_se(v: ItemView, within_i: FloatArray, delta: np.ndarray, value: float) -> Analytic:
     """Gwet's analytic standard error of α under a fixed distance matrix (:func:`alpha_se`), on the pairable items."""
     on = v.pairable
-    counts = v.counts[on]
-    pi = counts.sum(axis=0) / max(float(counts.sum()), 1.0)
-    return alpha_se(v.n[on], within_i[on], counts @ (delta @ pi), float(pi @ delta @ pi), value)
+    pi = _pairable_shares(v)
+    return alpha_se(v.n[on], within_i[on], counts_times(v, delta @ pi)[on], float(pi @ delta @ pi), value)
+
+
+def _pairable_shares(v: ItemView) -> FloatArray:
+    """The pairable values' category shares (α's marginals; the point estimate's column sums)."""
+    totals = _marginal_totals(v, v.pairable, pooled=True)
+    return totals / max(float(totals.sum()), 1.0)
 
 
 def _distance_finalize(delta: np.ndarray) -> Any:
@@ -153,10 +158,9 @@ def _alpha_nominal(r: Ratings, v: ItemView, inv: FloatArray) -> ItemStatistic:
 def _alpha_nominal_se(v: ItemView, within_i: FloatArray, value: float) -> Analytic:
     r""":func:`alpha_se` with the nominal distance: :math:`(\delta \pi)_k = 1 - \pi_k`."""
     on = v.pairable
-    counts = v.counts[on]
-    pi = counts.sum(axis=0) / max(float(counts.sum()), 1.0)
+    pi = _pairable_shares(v)
     r_i = v.n[on]
-    return alpha_se(r_i, within_i[on], r_i - counts @ pi, 1.0 - float(pi @ pi), value)
+    return alpha_se(r_i, within_i[on], r_i - counts_times(v, pi)[on], 1.0 - float(pi @ pi), value)
 
 
 def _nominal_within(v: ItemView, inv: FloatArray) -> tuple[FloatArray, np.ndarray]:

@@ -91,11 +91,27 @@ def _gwet_variance(kappa_star: FloatArray, value: float, n: int, n_zero_terms: i
     return total / (n * (n - 1.0))
 
 
-def _shares(v: ItemView) -> FloatArray:
-    """``r_ik / r_i`` on the view's items (0 where an item has no rating)."""
-    share = np.zeros_like(v.counts)
-    np.divide(v.counts, v.n[:, None], out=share, where=v.n[:, None] > 0)
-    return share
+# Categories up to which the table's products below read its integer columns one at a time rather than a float copy
+# of the whole items x categories table (which the point estimates avoid making).
+_COLUMN_LOOP_MAX = 32
+
+
+def counts_times(v: ItemView, vector: FloatArray) -> FloatArray:
+    """``counts @ vector`` over the view's items (the item x category counts times a category vector)."""
+    table = v.int_counts
+    if "counts" in v.shared or table.shape[1] > _COLUMN_LOOP_MAX:
+        return np.asarray(v.counts @ vector, dtype=np.float64)
+    out = np.zeros(table.shape[0])
+    for k in np.flatnonzero(vector):
+        out += table[:, k] * float(vector[k])
+    return out
+
+
+def _per_rating(v: ItemView, vector: FloatArray) -> FloatArray:
+    r""":math:`\sum_k \frac{r_{ik}}{r_i} v_k` per item (0 where an item has no rating)."""
+    out = counts_times(v, vector)
+    np.divide(out, v.n, out=out, where=v.n > 0)
+    return out
 
 
 def fixed_chance_se(v: ItemView, w: FloatArray, p_e: float, value: float, n_rated: int) -> Analytic:
@@ -124,22 +140,21 @@ def _with_marginals(v: ItemView, w: FloatArray, p_e: float, value: float, pe_i: 
     return Analytic(math.sqrt(_gwet_variance(kappa_star, value, n)), GWET_2014)
 
 
-def classification_probabilities(v: ItemView) -> FloatArray:
-    r""":math:`\pi_k = \frac1n \sum_i r_{ik} / r_i` over the view's (rated) items."""
-    return _shares(v).mean(axis=0) if v.n.size else np.zeros(v.counts.shape[1])
+def fleiss_se(v: ItemView, w: FloatArray, value: float, shares: FloatArray, pooled: FloatArray) -> Analytic:
+    r"""Fleiss' kappa / Scott's pi with Gwet's marginals (every rated item), and Fleiss' test where it applies.
 
-
-def fleiss_se(v: ItemView, w: FloatArray, value: float) -> Analytic:
-    r"""Fleiss' kappa / Scott's pi with Gwet's marginals (every rated item), and Fleiss' test where it applies."""
-    pi = classification_probabilities(v)
+    ``shares`` are :math:`\sum_i r_{ik} / r_i` and ``pooled`` :math:`\sum_i r_{ik}` over the view's items (the
+    point estimate's column sums).
+    """
+    pi = shares / max(v.n.size, 1)
     p_e = float(pi @ w @ pi)
-    pe_i = _shares(v) @ (0.5 * (w + w.T) @ pi)
+    pe_i = _per_rating(v, 0.5 * (w + w.T) @ pi)
     out = _with_marginals(v, w, p_e, value, pe_i)
-    se0 = fleiss_null_se(v, w)
+    se0 = fleiss_null_se(v, w, pooled)
     return Analytic(out.se, out.source, se0, FLEISS_NEE_LANDIS_1979 if np.isfinite(se0) else None)
 
 
-def fleiss_null_se(v: ItemView, w: FloatArray) -> float:
+def fleiss_null_se(v: ItemView, w: FloatArray, pooled: FloatArray) -> float:
     r"""Fleiss, Nee & Landis's (1979) standard error of Fleiss' kappa under :math:`H_0: \kappa = 0`.
 
     .. math::
@@ -147,7 +162,8 @@ def fleiss_null_se(v: ItemView, w: FloatArray) -> float:
         \mathrm{se}_0 = \frac{\sqrt{2}}{\sum_j p_j q_j \sqrt{n m (m - 1)}}
         \Big[\Big(\sum_j p_j q_j\Big)^2 - \sum_j p_j q_j (q_j - p_j)\Big]^{1/2}
 
-    with ``m`` ratings on each of the ``n`` items, :math:`p_j` the share of ratings in category ``j`` and
+    with ``m`` ratings on each of the ``n`` items, :math:`p_j` the share of ratings in category ``j`` (``pooled``: the
+    category totals) and
     :math:`q_j = 1 - p_j`. Defined for identity weights and the same number of ratings on every item (NaN
     otherwise), as in Fleiss, Levin & Paik (2003, eq. 18.14) and SAS's MAGREE macro.
     """
@@ -157,7 +173,7 @@ def fleiss_null_se(v: ItemView, w: FloatArray) -> float:
     if m < 2 or not np.all(v.n == m):
         return math.nan
     n = float(v.n.size)
-    p = v.counts.sum(axis=0) / (n * m)
+    p = pooled / (n * m)
     pq = p * (1.0 - p)
     total = float(pq.sum())
     if total <= 0:
@@ -166,13 +182,13 @@ def fleiss_null_se(v: ItemView, w: FloatArray) -> float:
     return math.sqrt(2.0 * max(inner, 0.0) / (n * m * (m - 1.0))) / total
 
 
-def gwet_ac_se(v: ItemView, w: FloatArray, value: float) -> Analytic:
-    """Gwet's AC1/AC2 with marginals over every rated item."""
+def gwet_ac_se(v: ItemView, w: FloatArray, value: float, shares: FloatArray) -> Analytic:
+    """Gwet's AC1/AC2 with marginals over every rated item (``shares`` as in :func:`fleiss_se`)."""
     q = w.shape[0]
-    pi = classification_probabilities(v)
+    pi = shares / max(v.n.size, 1)
     scale = float(w.sum()) / (q * (q - 1.0)) if q > 1 else math.nan
     p_e = scale * float(np.sum(pi * (1.0 - pi)))
-    pe_i = scale * (_shares(v) @ (1.0 - pi))
+    pe_i = scale * _per_rating(v, 1.0 - pi)
     return _with_marginals(v, w, p_e, value, pe_i)
 
 
@@ -211,8 +227,9 @@ def conger_se(v: ItemView, w: FloatArray, value: float) -> Analytic:
     c_g = np.einsum("gl,gl->g", a, p_gk)
     constant = float(n_g @ c_g) / n
     rows, axis = v.rows_on_axis(v.marginal_items("all_rated_items"))
-    g = r.rater_codes[rows]
-    s1 = np.bincount(axis, weights=a[g, r.value_codes[rows]], minlength=n)
+    every = rows.size == r.n_ratings  # every judgement, in order: no gather
+    g = r.rater_codes if every else r.rater_codes[rows]
+    s1 = np.bincount(axis, weights=a[g, r.value_codes if every else r.value_codes[rows]], minlength=n)
     s2 = np.bincount(axis, weights=c_g[g], minlength=n)
     pe_i: FloatArray = np.asarray((s1 - s2 + constant) / (raters * (raters - 1.0)), dtype=np.float64)
     return _with_marginals(v, w, p_e, value, pe_i)
