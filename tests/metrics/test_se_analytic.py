@@ -250,6 +250,7 @@ def test_fleiss_test_on_random_complete_designs(marginals: str) -> None:
             continue
         se0 = fleiss_null_literal(X, cats)
         assert close(est.z, est.value / se0), seed
+        assert close(est.details["se_null"], se0) and "Fleiss, Nee & Landis" in est.details["test_source"]
         assert close(est.p_value, math.erfc(abs(est.value / se0) / math.sqrt(2)), 1e-8)
         compared += 1
     assert compared >= 20

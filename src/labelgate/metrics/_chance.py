@@ -29,6 +29,7 @@ from labelgate.metrics._items import (
     view,
 )
 from labelgate.metrics.variance_analytic import (
+    FLEISS_NEE_LANDIS_1979,
     Analytic,
     cohen_se,
     conger_se,
@@ -243,7 +244,8 @@ def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
     # ratings on every item it is Fleiss (1971), whose test of kappa = 0 applies
     stat.analytic = ((lambda value: fleiss_se(v, w, value, _marginal_totals(v, on), _marginal_totals(v, on, True)))
                      if not pooled else
-                     (lambda value: Analytic(np.nan, "", fleiss_null_se(v, w, _marginal_totals(v, on, True)), "")))
+                     (lambda value: Analytic(np.nan, "", fleiss_null_se(v, w, _marginal_totals(v, on, True)),
+                                             FLEISS_NEE_LANDIS_1979)))
     return stat
 
 
