@@ -74,3 +74,17 @@ def test_specific_agreement_has_the_delta_standard_error_of_each_category() -> N
         assert est.se_method == "delta" and est.se > 0
         low, high = delta[category].ci
         assert (high - low) / 2 == pytest.approx(1.959963984540054 * est.se, rel=1e-12)
+
+
+def test_no_standard_error_that_would_fetch_judgements_from_a_cluster() -> None:
+    # a Dask-partitioned pool keeps its judgements on the workers until fetch_codes(): the point estimates of
+    # Conger's family read only counts, and a standard error must not move every judgement to the driver
+    wide = _wide(METRICS[0])
+    for metric, kw in ((lg.conger_kappa, {}), (lg.janson_olsson_iota, {"distance": "nominal"})):
+        r = lg.Ratings.from_wide(wide)
+        r.judgements_in_memory = False  # as PartitionedRatings says before fetch_codes()
+        est = metric(r, **kw)
+        assert math.isfinite(est.value) and math.isnan(est.se) and est.se_method is None
+        assert "fetch_codes()" in est.details["se_note"]
+        r.judgements_in_memory = True
+        assert math.isfinite(metric(lg.Ratings.from_wide(wide), **kw).se)

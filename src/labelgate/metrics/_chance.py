@@ -37,6 +37,7 @@ from labelgate.metrics.variance_analytic import (
     fleiss_null_se,
     fleiss_se,
     gwet_ac_se,
+    judgements_elsewhere,
 )
 from labelgate.metrics.weights import Weights, weight_matrix
 
@@ -281,6 +282,7 @@ def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
 
     stat = _stat(v, None, finalize, build_blocks=lambda: [_observed_block(v, w, on), rater_category_block(v, on)],
                  totals=[_observed_totals(v, w, on), rater_category_totals(v, on)])
+    stat.se_unavailable = lambda: judgements_elsewhere(r)
     if function == "cohen_kappa":
         stat.analytic = lambda value: cohen_se(two_rater_table(v), w)
     elif function == "conger_kappa" and marginals == "all_rated_items":

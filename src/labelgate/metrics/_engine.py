@@ -103,6 +103,9 @@ class ItemStatistic:
     #: ``analytic(value)``: the published standard error of the value and its test of no agreement
     #: (:mod:`labelgate.metrics.variance_analytic`), when the metric has one; else the delta method's is reported.
     analytic: Callable[[float], Analytic | None] | None = None
+    #: ``se_unavailable()``: why no standard error is computed now (None: it is), e.g. it would read judgements
+    #: that are not in memory (:func:`labelgate.metrics.variance_analytic.judgements_elsewhere`).
+    se_unavailable: Callable[[], str | None] | None = None
 
     def get_blocks(self) -> list[Block]:
         if self.blocks is None:
@@ -140,9 +143,14 @@ def combine(parts: Sequence[ItemStatistic], finalize: Callable[[list[Components]
 
     totals = [t for p in parts for t in (p.totals if p.totals is not None
                                           else [column_sums(b) for b in p.get_blocks()])]
+    checks = [p.se_unavailable for p in parts if p.se_unavailable is not None]
+
+    def unavailable() -> str | None:
+        return next((why for why in (check() for check in checks) if why), None)
+
     return ItemStatistic(blocks=None, finalize=joint_finalize, n_items=n_items, n_ratings=n_ratings,
                          n_items_excluded=n_items_excluded, explain=explain, totals=totals,
-                         build_blocks=build)
+                         build_blocks=build, se_unavailable=unavailable if checks else None)
 
 
 def check_bootstrap_args(ci: float | None, n_boot: int, seed: Any, function: str,
@@ -210,6 +218,8 @@ def standard_error(stat: ItemStatistic, value: float, value_index: int | None, b
                    details: dict[str, Any], delta_se: float = math.nan) -> tuple[float, str | None, float, float]:
     """``(se, se_method, z, p_value)`` of the value: analytic where published, else delta, else bootstrap.
 
+    None of them when ``stat.se_unavailable()`` says why (then in ``details["se_note"]``).
+
     The analytic formula's source goes to ``details["se_source"]``; the test's standard error under the hypothesis
     of no agreement to ``details["se_null"]`` (SAS's "ASE under H0"), its source to ``details["test_source"]``. The
     delta method's standard error is the linearised one of the delta interval (no resampling); the bootstrap's
@@ -218,6 +228,10 @@ def standard_error(stat: ItemStatistic, value: float, value_index: int | None, b
     computed it.
     """
     if not np.isfinite(value):
+        return math.nan, None, math.nan, math.nan
+    why = stat.se_unavailable() if stat.se_unavailable is not None else None
+    if why:
+        details["se_note"] = why
         return math.nan, None, math.nan, math.nan
     found = stat.analytic(value) if stat.analytic is not None else None
     z, p_value = found.test(value) if found is not None else (math.nan, math.nan)

@@ -30,7 +30,7 @@ from labelgate.metrics._engine import (
 )
 from labelgate.metrics._items import ItemView, excluded_single, pairable_counts, square_sums, view
 from labelgate.metrics.agreement import build_conger_kappa
-from labelgate.metrics.variance_analytic import Analytic, alpha_se, counts_times
+from labelgate.metrics.variance_analytic import Analytic, alpha_se, counts_times, judgements_elsewhere
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -310,7 +310,8 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
     return ItemStatistic(blocks=None, build_blocks=lambda: [obs, rater_block()],
                          totals=[obs.sum(axis=0), rater_totals()],
                          finalize=finalize, n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
-                         n_items_excluded=excluded_single(r), explain=_explain_distance)
+                         n_items_excluded=excluded_single(r), explain=_explain_distance,
+                         se_unavailable=lambda: judgements_elsewhere(r))
 
 
 def _default_iota_distance(r: Ratings) -> IotaDistance:

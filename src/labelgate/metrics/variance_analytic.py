@@ -43,7 +43,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from labelgate.core.ratings import FloatArray
+from labelgate.core.ratings import FloatArray, Ratings
 from labelgate.metrics._items import ItemView, item_agreement, rater_category_totals
 
 GWET_2014 = "Gwet (2014), Handbook of Inter-Rater Reliability, 4th ed., ch. 5 (irrCAC)"
@@ -72,6 +72,16 @@ class Analytic:
             return math.nan, math.nan
         z = value / self.se0
         return z, 2.0 * _NORMAL.cdf(-abs(z))
+
+
+def judgements_elsewhere(r: Ratings) -> str | None:
+    """Why a standard error that reads single judgements is not computed on ``r``: its per-judgement codes are
+    not in memory (a Dask-partitioned pool whose codes were not fetched; fetching them for a standard error alone
+    would move every judgement off the cluster). None when they are."""
+    if getattr(r, "judgements_in_memory", True):
+        return None
+    return ("the standard error reads each judgement's rater, and these ratings hold their judgements on a "
+            "cluster: call fetch_codes() first (an interval fetches them too)")
 
 
 def bootstrap_se(replicates: np.ndarray) -> float:
