@@ -44,6 +44,7 @@ from statistics import NormalDist
 import numpy as np
 
 from labelgate.core.ratings import FloatArray, Ratings
+from labelgate.metrics._blocks import vanishes
 from labelgate.metrics._items import ItemView, item_agreement, rater_category_totals
 
 GWET_2014 = "Gwet (2014), Handbook of Inter-Rater Reliability, 4th ed., ch. 5 (irrCAC)"
@@ -125,14 +126,14 @@ def _per_rating(v: ItemView, vector: FloatArray) -> FloatArray:
 
 
 def fixed_chance_se(v: ItemView, w: FloatArray, p_e: float, value: float, n_rated: int) -> Analytic:
-    r"""Percent agreement (``p_e = 0``) or Brennan–Prediger (``p_e`` fixed by the weights): Gwet (2014) eq. 5.x.
+    r"""Percent agreement (``p_e = 0``) or Brennan–Prediger (``p_e`` fixed by the weights), Gwet (2014).
 
     ``v`` is the pairable-items view; ``n_rated`` the number of rated items, whose single-rated ones enter the
     variance with :math:`\kappa^\star_i = 0` (irrCAC ``bp``).
     """
     pairable = v.pairable
     n2 = v.n_pairable
-    if n2 == 0 or not np.isfinite(value) or 1.0 - p_e == 0:
+    if n2 == 0 or not np.isfinite(value) or bool(vanishes(np.asarray(1.0 - p_e), 1.0)):
         return Analytic(math.nan, GWET_2014)
     pa_i = item_agreement(v, w)[pairable]
     kappa = (n_rated / n2) * (pa_i - p_e) / (1.0 - p_e)
@@ -142,7 +143,7 @@ def fixed_chance_se(v: ItemView, w: FloatArray, p_e: float, value: float, n_rate
 def _with_marginals(v: ItemView, w: FloatArray, p_e: float, value: float, pe_i: FloatArray) -> Analytic:
     """The Gwet form on the every-rated-item view ``v`` given each item's chance term ``pe_i``."""
     n, n2 = int(v.n.size), v.n_pairable
-    if n2 == 0 or not np.isfinite(value) or 1.0 - p_e == 0:
+    if n2 == 0 or not np.isfinite(value) or bool(vanishes(np.asarray(1.0 - p_e), 1.0)):
         return Analytic(math.nan, GWET_2014)
     pa_i = item_agreement(v, w)
     kappa = (n / n2) * (pa_i - p_e * v.pairable) / (1.0 - p_e)
@@ -175,7 +176,7 @@ def fleiss_null_se(v: ItemView, w: FloatArray, pooled: FloatArray) -> float:
     with ``m`` ratings on each of the ``n`` items, :math:`p_j` the share of ratings in category ``j`` (``pooled``: the
     category totals) and
     :math:`q_j = 1 - p_j`. Defined for identity weights and the same number of ratings on every item (NaN
-    otherwise), as in Fleiss, Levin & Paik (2003, eq. 18.14) and SAS's MAGREE macro.
+    otherwise), as R's ``irr::kappam.fleiss`` computes it.
     """
     if not np.array_equal(w, np.eye(w.shape[0])) or v.n.size == 0:
         return math.nan
