@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from irrCAC import table as irrcac_table
 from irrCAC.datasets import raw_4raters, raw_5observers, raw_g1g2
 from irrCAC.raw import CAC
+from statsmodels.stats.inter_rater import cohens_kappa
 
 import labelgate as lg
 from labelgate.metrics.weights import WEIGHTS, named_weights
@@ -149,6 +150,10 @@ def test_cohen_kappa_uses_an_asymmetric_matrix_as_irrcac_kappa2_table():
             continue
         assert same(est.value, peer["coefficient_value"]), (seed, est, peer, table.tolist())
         assert same(est.details["p_o"], peer["pa"]) and same(est.details["p_e"], peer["pe"])
+        # the standard error: Fleiss, Cohen & Everitt with the whole matrix, as statsmodels' cohens_kappa (whose
+        # weights are disagreements); irrCAC's table variance reads the margins of an asymmetric matrix transposed
+        peer_se = cohens_kappa(table, weights=1.0 - w, wt=None)
+        assert est.se_method == "analytic" and same(est.se, peer_se.std_kappa), (seed, est.se, peer_se.std_kappa)
         compared += 1
     assert compared >= 50
 

@@ -25,6 +25,9 @@ DEFAULT_CI_METHOD = "auto"
 #: kappa_x's bootstrap distribution has heavier tails than its sampling distribution, and the BCa and percentile
 #: intervals under-cover there, while the delta-method interval is in 93-97 % at 50, 100 and 300 items.
 AUTO_CI_METHODS: dict[str, str] = {"normalized_cross_kappa": "delta"}
+#: Values of ``Estimate.se_method``: a published variance formula (``"analytic"``), the linearised standard error
+#: of the item statistics (``"delta"``) or the standard deviation of the item-bootstrap replicates (``"bootstrap"``).
+SE_METHODS: tuple[str, ...] = ("analytic", "delta", "bootstrap")
 
 
 def resolve_ci_method(ci_method: str, metric: str) -> str:
@@ -73,6 +76,17 @@ class Estimate:
         ``details["ci_method_note"]`` says why a request fell back to another
         method). None when there is no interval, and for metrics whose own
         intervals do not record it yet.
+    se : float
+        Standard error of ``value``; NaN when none is available (``se_method`` None).
+    se_method : str or None
+        How ``se`` was computed (:data:`SE_METHODS`): ``"analytic"`` (a published variance formula, named in
+        ``details["se_source"]``), ``"delta"`` (the linearised, infinitesimal-jackknife standard error of the
+        item statistics) or ``"bootstrap"`` (the standard deviation of the item-bootstrap replicates).
+    z : float
+        ``value / se0`` for the test of no agreement beyond chance, with ``se0`` the standard error under that
+        hypothesis, where the literature defines one (Cohen's kappa, Fleiss' kappa); NaN elsewhere.
+    p_value : float
+        Two-sided normal p-value of ``z``; NaN when ``z`` is.
 
     Examples
     --------
@@ -81,6 +95,8 @@ class Estimate:
     0.7
     >>> est.to_dict()["ci_low"]
     0.5
+    >>> est.se_method is None, est.to_dict()["se"]  # no standard error was given
+    (True, None)
     """
 
     metric: str
@@ -95,9 +111,19 @@ class Estimate:
     details: dict[str, Any] = field(default_factory=dict)
     n_boot: int = 0
     ci_method: str | None = None
+    se: float = math.nan
+    se_method: str | None = None
+    z: float = math.nan
+    p_value: float = math.nan
 
     def __float__(self) -> float:
         return float(self.value)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # an Estimate pickled before a field existed unpickles with the field's default
+        for name, default in _LATER_FIELDS.items():
+            state.setdefault(name, default)
+        self.__dict__.update(state)
 
     @property
     def is_nan(self) -> bool:
@@ -118,6 +144,10 @@ class Estimate:
             "n_items_excluded": self.n_items_excluded,
             "n_boot": self.n_boot,
             "ci_method": self.ci_method,
+            "se": _clean(self.se),
+            "se_method": self.se_method,
+            "z": _clean(self.z),
+            "p_value": _clean(self.p_value),
             "reason": self.reason,
             "reason_code": self.reason_code.value if self.reason_code else None,
             **{k: _clean(v) for k, v in self.details.items()},
@@ -127,6 +157,12 @@ class Estimate:
         ci = "" if self.ci is None else f", {self.ci_level:.0%} CI [{self.ci[0]:.4f}, {self.ci[1]:.4f}]"
         why = f", reason={self.reason!r}" if self.reason else ""
         return f"Estimate({self.metric}={self.value:.4f}{ci}, n_items={self.n_items}{why})"
+
+
+#: Fields added after Estimates were first stored (pickled by the result store and by Dask workers), with their
+#: defaults: an older pickle lacks them.
+_LATER_FIELDS: dict[str, Any] = {"n_boot": 0, "ci_method": None, "se": math.nan, "se_method": None,
+                                 "z": math.nan, "p_value": math.nan}
 
 
 def _clean(value: Any) -> Any:

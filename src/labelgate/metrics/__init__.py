@@ -11,6 +11,7 @@ from labelgate.metrics.agreement import (
     specific_agreement,
 )
 from labelgate.metrics.alpha import janson_olsson_iota, krippendorff_alpha
+from labelgate.metrics.bangdiwala import bangdiwala_b
 from labelgate.metrics.cross import cross_kappa, normalized_cross_kappa
 from labelgate.metrics.icc import icc
 from labelgate.metrics.phi import phi_agreement
@@ -30,6 +31,7 @@ __all__ = [
     "ItemPlan",
     "MetricSpec",
     "VarianceComponents",
+    "bangdiwala_b",
     "bennett_s",
     "cohen_kappa",
     "conger_kappa",

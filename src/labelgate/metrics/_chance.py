@@ -28,6 +28,17 @@ from labelgate.metrics._items import (
     require_rater_identity,
     view,
 )
+from labelgate.metrics.variance_analytic import (
+    FLEISS_NEE_LANDIS_1979,
+    Analytic,
+    cohen_se,
+    conger_se,
+    fixed_chance_se,
+    fleiss_null_se,
+    fleiss_se,
+    gwet_ac_se,
+    judgements_elsewhere,
+)
 from labelgate.metrics.weights import Weights, unordered_weights
 
 
@@ -194,7 +205,9 @@ def build_percent_agreement(r: Ratings, codes: IntArray | None = None, weights: 
         return {"value": p_o, "n_pairable": n_pair}
 
     w, note = unordered_weights(r, weights, "percent_agreement")
-    return _noted(_lazy_stat(v, w, finalize), note)
+    stat = _lazy_stat(v, w, finalize)
+    stat.analytic = lambda value: fixed_chance_se(v, w, 0.0, value, _n_rated(r, codes))
+    return _noted(stat, note)
 
 
 def _noted(stat: ItemStatistic, note: str | None) -> ItemStatistic:
@@ -214,7 +227,15 @@ def build_bennett_s(r: Ratings, codes: IntArray | None = None, weights: Weights 
         return {"value": chance_corrected(p_o, np.full_like(p_o, p_e)), "p_o": p_o,
                 "p_e": np.full_like(p_o, p_e), "n_pairable": n_pair}
 
-    return _noted(_lazy_stat(v, w, finalize), note)
+    stat = _lazy_stat(v, w, finalize)
+    stat.analytic = lambda value: fixed_chance_se(v, w, p_e, value, _n_rated(r, codes))
+    return _noted(stat, note)
+
+
+def _n_rated(r: Ratings, codes: IntArray | None) -> int:
+    """Items with at least one rating (on ``codes``): the ``n`` of Gwet's variances."""
+    per_item = r.ratings_per_item if codes is None else r.ratings_per_item[codes]
+    return int(np.count_nonzero(per_item))
 
 
 def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
@@ -228,7 +249,14 @@ def build_fleiss_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
         pi = _classification_probabilities(sums[0], sums[1], pooled)
         return _chance_components(sums, np.einsum("bc,ck,bk->b", pi, w, pi))
 
-    return _noted(_lazy_stat(v, w, finalize, on, pooled), note)
+    stat = _lazy_stat(v, w, finalize, on, pooled)
+    # the pooled variant has no published variance (the delta method's is given), but with the same number of
+    # ratings on every item it is Fleiss (1971), whose test of kappa = 0 applies
+    stat.analytic = ((lambda value: fleiss_se(v, w, value, _marginal_totals(v, on), _marginal_totals(v, on, True)))
+                     if not pooled else
+                     (lambda value: Analytic(np.nan, "", fleiss_null_se(v, w, _marginal_totals(v, on, True)),
+                                             FLEISS_NEE_LANDIS_1979)))
+    return _noted(stat, note)
 
 
 def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
@@ -243,7 +271,10 @@ def build_gwet_ac(r: Ratings, codes: IntArray | None = None, weights: Weights = 
         pi = _classification_probabilities(sums[0], sums[1])
         return _chance_components(sums, scale * (pi * (1.0 - pi)).sum(axis=1))
 
-    return _noted(_lazy_stat(v, w, finalize, on, False), note)
+    stat = _lazy_stat(v, w, finalize, on, False)
+    if marginals == "all_rated_items":
+        stat.analytic = lambda value: gwet_ac_se(v, w, value, _marginal_totals(v, on))
+    return _noted(stat, note)
 
 
 def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weights = "identity",
@@ -258,9 +289,14 @@ def build_conger_kappa(r: Ratings, codes: IntArray | None = None, weights: Weigh
         p_e, active = conger_chance(sums[1].reshape(-1, n_raters, q), w)
         return {**_chance_components(sums, p_e), "n_raters": active}
 
-    return _noted(_stat(v, None, finalize,
-                        build_blocks=lambda: [_observed_block(v, w, on), rater_category_block(v, on)],
-                        totals=[_observed_totals(v, w, on), rater_category_totals(v, on)]), note)
+    stat = _stat(v, None, finalize, build_blocks=lambda: [_observed_block(v, w, on), rater_category_block(v, on)],
+                 totals=[_observed_totals(v, w, on), rater_category_totals(v, on)])
+    stat.se_unavailable = lambda: judgements_elsewhere(r)
+    if function == "cohen_kappa":
+        stat.analytic = lambda value: cohen_se(two_rater_table(v), w)
+    elif function == "conger_kappa" and marginals == "all_rated_items":
+        stat.analytic = lambda value: conger_se(v, w, value)
+    return _noted(stat, note)
 
 
 def order_cohen_kappa(stat: ItemStatistic, r: Ratings, codes: IntArray | None, skew: FloatArray) -> ItemStatistic:
@@ -295,6 +331,17 @@ def order_cohen_kappa(stat: ItemStatistic, r: Ratings, codes: IntArray | None, s
     stat.details.pop("weights_note", None)
     stat.details["weights_order"] = "asymmetric weights: rows are the first rater's categories"
     return stat
+
+
+def two_rater_table(v: ItemView) -> np.ndarray:
+    """The q x q table of counts of the pairable items of two raters (rows: the first rater's category)."""
+    r = v.ratings
+    q = r.n_categories
+    rows, axis = v.rows_on_axis()
+    labels = np.full((2, v.codes.size), -1, dtype=np.int64)
+    labels[r.rater_codes[rows], axis] = r.value_codes[rows]
+    both = (labels >= 0).all(axis=0)
+    return np.bincount(labels[0, both] * q + labels[1, both], minlength=q * q).reshape(q, q).astype(np.float64)
 
 
 def conger_chance(rater_counts: np.ndarray, w: FloatArray) -> tuple[np.ndarray, np.ndarray]:

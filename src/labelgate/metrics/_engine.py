@@ -23,6 +23,7 @@ matrix-vector product per block give every item's influence.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -44,6 +45,7 @@ from labelgate.metrics._blocks import (
 )
 from labelgate.metrics._linear import linearized_se, normal_interval
 from labelgate.metrics._resamples import make_rng, resamples
+from labelgate.metrics.variance_analytic import Analytic, bootstrap_se
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -98,6 +100,12 @@ class ItemStatistic:
     build_blocks: Callable[[], list[Block]] | None = None
     details: dict[str, Any] = field(default_factory=dict)
     interval_components: tuple[str, ...] = ()
+    #: ``analytic(value)``: the published standard error of the value and its test of no agreement
+    #: (:mod:`labelgate.metrics.variance_analytic`), when the metric has one; else the delta method's is reported.
+    analytic: Callable[[float], Analytic | None] | None = None
+    #: ``se_unavailable()``: why no standard error is computed now (None: it is), e.g. it would read judgements
+    #: that are not in memory (:func:`labelgate.metrics.variance_analytic.judgements_elsewhere`).
+    se_unavailable: Callable[[], str | None] | None = None
 
     def get_blocks(self) -> list[Block]:
         if self.blocks is None:
@@ -135,9 +143,14 @@ def combine(parts: Sequence[ItemStatistic], finalize: Callable[[list[Components]
 
     totals = [t for p in parts for t in (p.totals if p.totals is not None
                                           else [column_sums(b) for b in p.get_blocks()])]
+    checks = [p.se_unavailable for p in parts if p.se_unavailable is not None]
+
+    def unavailable() -> str | None:
+        return next((why for why in (check() for check in checks) if why), None)
+
     return ItemStatistic(blocks=None, finalize=joint_finalize, n_items=n_items, n_ratings=n_ratings,
                          n_items_excluded=n_items_excluded, explain=explain, totals=totals,
-                         build_blocks=build)
+                         build_blocks=build, se_unavailable=unavailable if checks else None)
 
 
 def check_bootstrap_args(ci: float | None, n_boot: int, seed: Any, function: str,
@@ -170,7 +183,8 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
         reason_code, reason = explained if explained else (Reason.NO_VARIANCE, "the metric is undefined")
         value = float("nan")
     intervals: Intervals = {}
-    method, resampled = None, False
+    method, resampled, boot_se = None, False, math.nan
+    spreads: dict[str, float] = {}
     if ci is not None and np.isfinite(value):
         level = float(ci)
         points = {"value": float(value), **{k: float(point[k][0]) for k in stat.interval_components}}
@@ -180,8 +194,8 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
         if delta.get("value") is not None:
             intervals, method = delta, "delta"
         else:  # a bootstrap method, or the fallback of an undefined delta interval (in interval_of)
-            intervals, method, note, n_failed = _bootstrap_intervals(stat, points, level, wanted, n_boot, seed,
-                                                                     value_index, spreads, why)
+            intervals, method, note, n_failed, boot_se = _bootstrap_intervals(stat, points, level, wanted, n_boot,
+                                                                              seed, value_index, spreads, why)
             resampled = True
             details["n_boot_undefined"] = n_failed
             if note:
@@ -190,11 +204,49 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
             part = intervals.get(key)
             details[f"{key}_ci_low"], details[f"{key}_ci_high"] = part if part else (np.nan, np.nan)
     interval = intervals.get("value")
+    se, se_method, z, p_value = standard_error(stat, float(value), value_index, boot_se, details,
+                                                spreads.get("value", math.nan))
     return Estimate(metric=metric, value=float(value), ci=interval,
                     ci_level=float(ci) if interval is not None and ci is not None else None,
                     n_items=stat.n_items, n_ratings=stat.n_ratings, n_items_excluded=stat.n_items_excluded,
                     reason=reason, reason_code=reason_code, details=details,
-                    n_boot=n_boot if interval and resampled else 0, ci_method=method if interval else None)
+                    n_boot=n_boot if interval and resampled else 0, ci_method=method if interval else None,
+                    se=se, se_method=se_method, z=z, p_value=p_value)
+
+
+def standard_error(stat: ItemStatistic, value: float, value_index: int | None, boot_se: float,
+                   details: dict[str, Any], delta_se: float = math.nan) -> tuple[float, str | None, float, float]:
+    """``(se, se_method, z, p_value)`` of the value: analytic where published, else delta, else bootstrap.
+
+    None of them when ``stat.se_unavailable()`` says why (then in ``details["se_note"]``).
+
+    The analytic formula's source goes to ``details["se_source"]``; the test's standard error under the hypothesis
+    of no agreement to ``details["se_null"]`` (SAS's "ASE under H0"), its source to ``details["test_source"]``. The
+    delta method's standard error is the linearised one of the delta interval (no resampling); the bootstrap's
+    (the standard deviation of the finite replicates) is given only when an interval resampled and the
+    linearisation is unavailable (e.g. too many columns). ``delta_se``: the linearised one, if the delta interval
+    computed it.
+    """
+    if not np.isfinite(value):
+        return math.nan, None, math.nan, math.nan
+    why = stat.se_unavailable() if stat.se_unavailable is not None else None
+    if why:
+        details["se_note"] = why
+        return math.nan, None, math.nan, math.nan
+    found = stat.analytic(value) if stat.analytic is not None else None
+    z, p_value = found.test(value) if found is not None else (math.nan, math.nan)
+    if found is not None and found.source0 and np.isfinite(z):
+        details["se_null"], details["test_source"] = found.se0, found.source0
+    if found is not None and np.isfinite(found.se):
+        details["se_source"] = found.source
+        return found.se, "analytic", z, p_value
+    if not np.isfinite(delta_se):  # not computed already for a delta interval
+        delta_se = _linearized(stat, ("value",), value_index)[0].get("value", math.nan)
+    if np.isfinite(delta_se):
+        return delta_se, "delta", z, p_value
+    if np.isfinite(boot_se):
+        return boot_se, "bootstrap", z, p_value
+    return math.nan, None, z, p_value
 
 
 def _linearized(stat: ItemStatistic, keys: tuple[str, ...], value_index: int | None,
@@ -209,17 +261,18 @@ def _linearized(stat: ItemStatistic, keys: tuple[str, ...], value_index: int | N
 
 def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: float, method: str, n_boot: int,
                          seed: Any, value_index: int | None, spreads: dict[str, float], why: str | None,
-                         ) -> tuple[Intervals, str | None, str | None, int]:
+                         ) -> tuple[Intervals, str | None, str | None, int, float]:
     """Bootstrap intervals of the value and the components from one set of resamples (:func:`interval_of`).
 
-    Returns the intervals, the method of the value's interval, its fallback note and its undefined resamples.
+    Returns the intervals, the method of the value's interval, its fallback note, its undefined resamples and the
+    standard deviation of the value's finite replicates (the bootstrap standard error).
     """
     keys = tuple(points)
     replicates, rng = _replicates(stat, n_boot, seed, keys)
     n_axis = n_rows(stat.get_blocks())
     loo = jackknife_components(stat, keys=keys, rng=rng) if method in ("bca", "delta") else None
     out: Intervals = {}
-    used, note, n_failed = None, None, 0
+    used, note, n_failed, spread = None, None, 0, math.nan
     for key in keys:
         index = value_index if key == "value" else None
         jack = None if loo is None else _pick(loo[key], index)
@@ -228,7 +281,8 @@ def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: f
         out[key] = interval
         if key == "value":
             used, note, n_failed = how, said, failed
-    return out, used, note, n_failed
+            spread = bootstrap_se(_pick(replicates[key], index))
+    return out, used, note, n_failed, spread
 
 
 def bootstrap(stat: ItemStatistic, *, n_boot: int, seed: Any) -> np.ndarray:

@@ -40,6 +40,7 @@ from labelgate.metrics._chance import (
     build_percent_agreement,
     conger_chance,
     order_cohen_kappa,
+    two_rater_table,
 )
 from labelgate.metrics._engine import (
     Components,
@@ -61,6 +62,7 @@ from labelgate.metrics._items import (
 )
 from labelgate.metrics._linear import linearized_se
 from labelgate.metrics._resamples import make_rng
+from labelgate.metrics.variance_analytic import cohen_se
 from labelgate.metrics.weights import Weights, weight_matrix
 
 __all__ = ["bennett_s", "build_bennett_s", "build_conger_kappa", "build_fleiss_kappa", "build_gwet_ac",
@@ -317,6 +319,9 @@ def cohen_kappa(r: Ratings, weights: Weights = "identity", *, ci: float | None =
     stat = build_conger_kappa(r, weights=w - skew, function="cohen_kappa", marginals="pairable_items")
     if np.any(skew):  # the two raters are ordered: an asymmetric matrix counts as it is
         stat = order_cohen_kappa(stat, r, None, skew)
+        # Fleiss-Cohen-Everitt on the ordered table takes the whole matrix W, as irrCAC's table functions do
+        table = two_rater_table(view(r, None))
+        stat.analytic = lambda value: cohen_se(table, w)
     return evaluate("cohen_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
@@ -358,12 +363,13 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r))
     point = stat.point()
     level = float(ci) if ci is not None else None
-    replicates, loo, se, se_missing = None, None, None, None
+    replicates, loo = None, None
+    # the delta method's standard error of every category (and the delta interval's)
+    se, se_missing = linearized_se(stat.get_blocks(), finalize) if v.n_pairable else (None, None)
     if level is not None and v.n_pairable:
         rng = make_rng(seed)  # one generator: the jackknife's item sample (large data) follows the resamples
         replicates = bootstrap(stat, n_boot=n_boot, seed=rng)
         loo = jackknife_components(stat, rng=rng)["value"] if ci_method != "percentile" else None
-        se, se_missing = linearized_se(stat.get_blocks(), finalize) if ci_method == "delta" else (None, None)
     result: dict[Any, Estimate] = {}
     for k, category in enumerate(r.categories):
         value = float(point["value"][0, k])
@@ -371,15 +377,18 @@ def specific_agreement(r: Ratings, *, ci: float | None = None, n_boot: int = DEF
         if replicates is not None and level is not None and np.isfinite(value):
             interval, _, method, note = interval_of(replicates[:, k], value, level, ci_method,
                                                     None if loo is None else loo[:, k], on.shape[0],
-                                                    None if se is None else float(se["value"][k]), se_missing)
+                                                    None if se is None or ci_method != "delta"
+                                                    else float(se["value"][k]), se_missing)
             if note:
                 details["ci_method_note"] = note
         unused = not np.isfinite(value)
+        spread = float(se["value"][k]) if se is not None and not unused else float("nan")
         result[category] = Estimate(
             metric="specific_agreement", value=value if not unused else float("nan"), ci=interval,
             ci_level=level if interval else None, n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
             n_items_excluded=excluded_single(r),
             reason=f"category {category!r} is never used on an item with two or more ratings" if unused else None,
             reason_code=Reason.CATEGORY_NOT_PAIRED if unused else None,
-            details=details, n_boot=n_boot if interval and method != "delta" else 0, ci_method=method)
+            details=details, n_boot=n_boot if interval and method != "delta" else 0, ci_method=method,
+            se=spread, se_method="delta" if np.isfinite(spread) else None)
     return result

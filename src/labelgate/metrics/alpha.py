@@ -32,6 +32,7 @@ from labelgate.metrics._engine import (
 )
 from labelgate.metrics._items import ItemView, excluded_single, pairable_counts, square_sums, view
 from labelgate.metrics.agreement import build_conger_kappa
+from labelgate.metrics.variance_analytic import Analytic, alpha_se, counts_times, judgements_elsewhere
 from labelgate.metrics.weights import Weights, symmetric_part, weight_matrix
 
 if TYPE_CHECKING:
@@ -106,9 +107,11 @@ def _alpha_matrix(r: Ratings, v: ItemView, inv: FloatArray, delta: FloatArray) -
     r"""α under a fixed distance matrix: each item's :math:`n_i^\top \Delta n_i / (n_i - 1)` and the marginals."""
     counts = pairable_counts(v)
     within_i = np.einsum("ic,ic->i", counts @ delta, counts) * inv
-    return ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
+    stat = ItemStatistic(blocks=[within_i[:, None], counts], finalize=_distance_finalize(delta), n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
+    stat.analytic = lambda value: alpha_matrix_se(v, within_i, delta, value)
+    return stat
 
 
 def _alpha_of_level(r: Ratings, codes: IntArray | None) -> ItemStatistic:
@@ -146,6 +149,19 @@ def _alpha_of_level(r: Ratings, codes: IntArray | None) -> ItemStatistic:
     return _alpha_matrix(r, v, inv, ratio_distance(r.category_values))
 
 
+def alpha_matrix_se(v: ItemView, within_i: FloatArray, delta: np.ndarray, value: float) -> Analytic:
+    """Gwet's analytic standard error of α under a fixed distance matrix (:func:`alpha_se`), on the pairable items."""
+    on = v.pairable
+    pi = _pairable_shares(v)
+    return alpha_se(v.n[on], within_i[on], counts_times(v, delta @ pi)[on], float(pi @ delta @ pi), value)
+
+
+def _pairable_shares(v: ItemView) -> FloatArray:
+    """The pairable values' category shares (α's marginals; the point estimate's column sums)."""
+    totals = _marginal_totals(v, v.pairable, pooled=True)
+    return totals / max(float(totals.sum()), 1.0)
+
+
 def _distance_finalize(delta: np.ndarray) -> Any:
     """α from the column sums ``[sum of within-item disagreements, pairable marginals]`` under distance ``delta``."""
 
@@ -170,10 +186,20 @@ def _alpha_nominal(r: Ratings, v: ItemView, inv: FloatArray) -> ItemStatistic:
         return [within_i[:, None], pairable_counts(v)]
 
     totals = [within_total, _marginal_totals(v, on, pooled=True)]
-    return ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
+    stat = ItemStatistic(blocks=None, build_blocks=blocks, totals=totals,
                          finalize=_distance_finalize(1.0 - np.eye(r.n_categories)), n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
+    stat.analytic = lambda value: _alpha_nominal_se(v, within_i, value)
+    return stat
+
+
+def _alpha_nominal_se(v: ItemView, within_i: FloatArray, value: float) -> Analytic:
+    r""":func:`alpha_se` with the nominal distance: :math:`(\delta \pi)_k = 1 - \pi_k`."""
+    on = v.pairable
+    pi = _pairable_shares(v)
+    r_i = v.n[on]
+    return alpha_se(r_i, within_i[on], r_i - counts_times(v, pi)[on], 1.0 - float(pi @ pi), value)
 
 
 def _nominal_within(v: ItemView, inv: FloatArray) -> tuple[FloatArray, np.ndarray]:
@@ -211,9 +237,21 @@ def _alpha_interval(v: ItemView) -> ItemStatistic:
         # n s - t^2 is a difference of two terms of size n s: on equal values it leaves a rounding residue
         return _alpha_components(sums[0][:, 0], 2.0 * (n * s - t**2), n, 2.0 * n * s)
 
-    return ItemStatistic(blocks=[within[:, None], mom], finalize=finalize, n_items=v.n_pairable,
+    stat = ItemStatistic(blocks=[within[:, None], mom], finalize=finalize, n_items=v.n_pairable,
                          n_ratings=v.n_ratings_pairable, n_items_excluded=excluded_single(r),
                          explain=_explain_distance)
+    stat.analytic = lambda value: _alpha_interval_se(mom[v.pairable], within[v.pairable], value)
+    return stat
+
+
+def _alpha_interval_se(moments: np.ndarray, within_i: FloatArray, value: float) -> Analytic:
+    r""":func:`alpha_se` with the squared difference, from the item moments: with :math:`\mu`, :math:`m_2` the mean
+    and mean square of the pairable values, :math:`\sum_k r_{ik} (\delta\pi)_k = S_{2i} - 2 \mu S_{1i} + r_i m_2`
+    and :math:`D_e = 2 (m_2 - \mu^2)`."""
+    count, total, square = moments[:, 0], moments[:, 1], moments[:, 2]
+    n = max(float(count.sum()), 1.0)
+    mu, m2 = float(total.sum()) / n, float(square.sum()) / n
+    return alpha_se(count, within_i, square - 2.0 * mu * total + count * m2, 2.0 * (m2 - mu * mu), value)
 
 
 def _alpha_components(within: np.ndarray, between: np.ndarray, n: np.ndarray, scale: np.ndarray) -> Components:
@@ -339,7 +377,8 @@ def build_iota(r: Ratings, codes: IntArray | None = None, distance: IotaDistance
     return ItemStatistic(blocks=None, build_blocks=lambda: [obs, rater_block()],
                          totals=[obs.sum(axis=0), rater_totals()],
                          finalize=finalize, n_items=v.n_pairable, n_ratings=v.n_ratings_pairable,
-                         n_items_excluded=excluded_single(r), explain=_explain_distance)
+                         n_items_excluded=excluded_single(r), explain=_explain_distance,
+                         se_unavailable=lambda: judgements_elsewhere(r))
 
 
 def _default_iota_distance(r: Ratings) -> IotaDistance:

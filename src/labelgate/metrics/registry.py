@@ -24,6 +24,7 @@ from labelgate.metrics.agreement import (
     specific_agreement,
 )
 from labelgate.metrics.alpha import janson_olsson_iota, krippendorff_alpha
+from labelgate.metrics.bangdiwala import bangdiwala_b
 from labelgate.metrics.cross import cross_kappa, normalized_cross_kappa
 from labelgate.metrics.icc import icc
 from labelgate.metrics.phi import phi_agreement
@@ -117,6 +118,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("specific_agreement", specific_agreement, kind="per_category", chance_corrected=False),
     MetricSpec("bennett_s", bennett_s, options=_WEIGHTS),
     MetricSpec("cohen_kappa", cohen_kappa, two_raters_only=True, options=_WEIGHTS),
+    MetricSpec("bangdiwala_b", bangdiwala_b, chance_corrected=False, two_raters_only=True),
     MetricSpec("conger_kappa", conger_kappa, options=_MARGINALS_WEIGHTS),
     MetricSpec("scott_pi", scott_pi, options=_MARGINALS_WEIGHTS),
     MetricSpec("fleiss_kappa", fleiss_kappa, options=_MARGINALS_WEIGHTS),

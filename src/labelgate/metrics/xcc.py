@@ -36,6 +36,7 @@ from labelgate.metrics.variance import (
     solve_components,
     weighted_item_moments,
 )
+from labelgate.metrics.variance_analytic import bootstrap_se
 
 
 # ------------------------------------------------------------------ cross-replication xCC
@@ -156,11 +157,12 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
                                                                 "item_var_x", "item_var_y")}
     details["n_common_items"] = cx.n_axis
     why = None if np.isfinite(value) else _cross_reason(point)
-    interval, n_boot_used = None, 0
+    interval, n_boot_used, se = None, 0, math.nan
     if ci is not None and why is None:
         reps = bootstrap_replicates(lambda w, vs: cross_sums(cx, cy, w, vs[0], vs[1]), n_boot, seed,
                                     cx.n_axis, [cx.n_raters, cy.n_raters], resample)
         interval, details["n_boot_undefined"] = interval_of(reps["value"], ci)
+        se = bootstrap_se(reps["value"])
         for key in ("xcc", "icc_x", "icc_y", "cov"):
             part, _ = interval_of(reps[key], ci)
             details[f"{key}_ci_low"], details[f"{key}_ci_high"] = part if part else (np.nan, np.nan)
@@ -170,7 +172,7 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
     return Estimate(metric="cross_correlation", value=value if why is None else math.nan, ci=interval,
                     ci_level=level_of(ci, interval), n_items=cx.n_axis, n_ratings=n_ratings,
                     reason=why[1] if why else None, reason_code=why[0] if why else None, details=details,
-                    n_boot=n_boot_used)
+                    n_boot=n_boot_used, se=se, se_method="bootstrap" if np.isfinite(se) else None)
 
 
 # ---------------------------------------------------------- Spearman's disattenuated correlation
@@ -291,15 +293,17 @@ def disattenuated_correlation(x: Ratings, y: Ratings, *, n_splits: int = 20, ci:
                if cx.size < 2 else
                (Reason.NONPOSITIVE_IRR_PRODUCT, "a split-half reliability is not positive (or a mean is "
                 "constant), so the correction is undefined"))
-    interval = None
+    interval, se = None, math.nan
     if ci is not None and why is None:
         boot_rng = np.random.default_rng(rng.integers(2**63))
         chunk = max(1, CHUNK_CELLS // max(cx.size, 1))
         reps = [finalize(resample_counts(boot_rng, cx.size, min(chunk, n_boot - start)) @ block)["value"]
                 for start in range(0, n_boot, chunk)]
         interval, details["n_boot_undefined"] = interval_of(np.concatenate(reps), ci)
+        se = bootstrap_se(np.concatenate(reps))
     n_ratings = int(x.ratings_per_item[cx].sum() + y.ratings_per_item[cy].sum())
     return Estimate(metric="disattenuated_correlation", value=value if why is None else math.nan, ci=interval,
                     ci_level=level_of(ci, interval), n_items=int(cx.size), n_ratings=n_ratings,
                     n_items_excluded=int((~keep).sum()), reason=why[1] if why else None,
-                    reason_code=why[0] if why else None, details=details, n_boot=n_boot if interval else 0)
+                    reason_code=why[0] if why else None, details=details, n_boot=n_boot if interval else 0,
+                    se=se, se_method="bootstrap" if np.isfinite(se) else None)

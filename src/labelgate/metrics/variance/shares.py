@@ -14,6 +14,7 @@ from labelgate.metrics._engine import check_bootstrap_args, level_of
 from labelgate.metrics.variance.bootstrap import Resample, check_resample, interval_of
 from labelgate.metrics.variance.design import crossed
 from labelgate.metrics.variance.fit import ComponentFit
+from labelgate.metrics.variance_analytic import bootstrap_se
 
 Scale = Literal["observed", "latent"]
 SCALES: tuple[Scale, ...] = ("observed", "latent")
@@ -116,10 +117,11 @@ def _share_estimate(metric: str, r: Ratings, want: str, ci: float | None, n_boot
         "negative": list(fit.negative), "n_raters": fit.n_raters,
     }
     why = None if np.isfinite(value) else fit.reason(want)
-    interval, n_failed = None, 0
+    interval, n_failed, se = None, 0, math.nan
     if ci is not None and why is None:
         reps = fit.replicates(n_boot, seed, resample)
         interval, n_failed = interval_of(reps[want], ci)
+        se = bootstrap_se(reps[want])
         other = "rater_share" if want == "item_share" else "item_share"
         part, _ = interval_of(reps[other], ci)
         name = _NAMES[other]
@@ -132,4 +134,5 @@ def _share_estimate(metric: str, r: Ratings, want: str, ci: float | None, n_boot
     return Estimate(metric=metric, value=value if why is None else math.nan, ci=interval,
                     ci_level=level_of(ci, interval), n_items=fit.n_items, n_ratings=fit.n_ratings,
                     n_items_excluded=fit.n_items_excluded, reason=why[1] if why else None,
-                    reason_code=why[0] if why else None, details=details, n_boot=n_boot if interval else 0)
+                    reason_code=why[0] if why else None, details=details, n_boot=n_boot if interval else 0,
+                    se=se, se_method="bootstrap" if np.isfinite(se) else None)

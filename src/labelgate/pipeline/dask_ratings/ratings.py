@@ -127,6 +127,11 @@ class PartitionedRatings(Ratings):
             self._codes = (item.astype(np.int64), rater.astype(np.int64), value.astype(np.int64))
         return self
 
+    @property
+    def judgements_in_memory(self) -> bool:
+        """Whether the per-judgement codes are here (fetched); metrics do not fetch them for a standard error."""
+        return self._codes is not None
+
     def release(self) -> None:
         """Free the codes held on the workers (for every pool built from the same table)."""
         self._source.release()

@@ -1,0 +1,90 @@
+"""Every registered metric reports a standard error and names its method (``Estimate.se``, ``se_method``).
+
+The agreement coefficients always have one (analytic, else the delta method's). The model-based metrics of
+numeric labels have the bootstrap's when an interval is asked for; the ICC forms (F-distribution intervals) and
+Phi (a likelihood interval) have none yet (:data:`WITHOUT_SE`, listed in docs/metrics.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import labelgate as lg
+from labelgate.core.estimate import SE_METHODS
+from labelgate.metrics.registry import METRICS, MetricSpec
+
+WITHOUT_SE = {"icc", "phi_agreement"}
+
+
+def _wide(spec: MetricSpec, seed: int = 5) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    raters = 2 if spec.two_raters_only else 4
+    truth = rng.integers(0, 4, size=(40, 1))
+    data = np.where(rng.random((40, raters)) < 0.7, truth, rng.integers(0, 4, size=(40, raters))).astype(float)
+    if spec.family == "numeric":
+        data = data + rng.normal(scale=0.3, size=data.shape)
+    return data
+
+
+def _run(spec: MetricSpec, opts: dict[str, Any], **kw: Any) -> list[lg.Estimate]:
+    level = "nominal" if spec.family == "agreement" and "nominal" in spec.levels else spec.levels[0]
+    wide = _wide(spec)
+    r = lg.Ratings.from_wide(wide, level=level)
+    out = spec.func(r, lg.Ratings.from_wide(_wide(spec, 6), level=level), **opts, **kw) if spec.kind == "cross" \
+        else spec.func(r, **opts, **kw)
+    return list(out.values()) if spec.kind == "per_category" else [out]
+
+
+@pytest.mark.parametrize("spec", [s for s in METRICS if s.family == "agreement"], ids=lambda s: s.name)
+def test_agreement_metrics_always_report_a_standard_error(spec: MetricSpec) -> None:
+    for opts in spec.options:
+        for est in _run(spec, opts):
+            assert est.se_method in SE_METHODS and math.isfinite(est.se) and est.se >= 0, (spec.name, opts, est)
+            d = est.to_dict()
+            assert d["se"] == est.se and d["se_method"] == est.se_method
+            if est.se_method == "analytic":
+                assert est.details["se_source"]
+
+
+@pytest.mark.parametrize("spec", [s for s in METRICS if s.family == "numeric"], ids=lambda s: s.name)
+def test_numeric_metrics_report_the_bootstrap_standard_error_with_an_interval(spec: MetricSpec) -> None:
+    opts = spec.options[0]
+    kw = {"ci": 0.9, "n_boot": 200, "seed": 2} if spec.bootstrap else {"ci": 0.9}
+    (est,) = _run(spec, opts, **kw)
+    if spec.name in WITHOUT_SE:
+        assert math.isnan(est.se) and est.se_method is None
+        return
+    assert est.se_method == "bootstrap" and est.se > 0
+    # a 90 % percentile interval spans about 2 x 1.645 standard errors
+    assert 0.4 < (est.ci[1] - est.ci[0]) / (2 * 1.6448536269514722 * est.se) < 2.5
+    (plain,) = _run(spec, opts)
+    assert math.isnan(plain.se) and plain.se_method is None  # no resamples, no bootstrap standard error
+
+
+def test_specific_agreement_has_the_delta_standard_error_of_each_category() -> None:
+    r = lg.Ratings.from_wide([[2, 2, 3, 2], [2, 2, 2, 2], [2, None, 2, 1], [1, 2, 2, 2], [3, 3, 2, 3], [1, 1, 2, 1]],
+                             categories=[1, 2, 3])
+    plain = lg.specific_agreement(r)
+    delta = lg.specific_agreement(r, ci=0.95, ci_method="delta")
+    for category, est in plain.items():
+        assert est.se_method == "delta" and est.se > 0
+        low, high = delta[category].ci
+        assert (high - low) / 2 == pytest.approx(1.959963984540054 * est.se, rel=1e-12)
+
+
+def test_no_standard_error_that_would_fetch_judgements_from_a_cluster() -> None:
+    # a Dask-partitioned pool keeps its judgements on the workers until fetch_codes(): the point estimates of
+    # Conger's family read only counts, and a standard error must not move every judgement to the driver
+    wide = _wide(METRICS[0])
+    for metric, kw in ((lg.conger_kappa, {}), (lg.janson_olsson_iota, {"distance": "nominal"})):
+        r = lg.Ratings.from_wide(wide)
+        r.judgements_in_memory = False  # as PartitionedRatings says before fetch_codes()
+        est = metric(r, **kw)
+        assert math.isfinite(est.value) and math.isnan(est.se) and est.se_method is None
+        assert "fetch_codes()" in est.details["se_note"]
+        r.judgements_in_memory = True
+        assert math.isfinite(metric(lg.Ratings.from_wide(wide), **kw).se)
