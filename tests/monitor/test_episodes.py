@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import Engine, insert, select
 
 from labelgate.monitor import alerting, drift, episodes
 from labelgate.monitor.history import alarm_row
@@ -14,15 +16,21 @@ from labelgate.pipeline.config import monitor_config_from_dict
 from labelgate.pipeline.database import make_engine, transaction
 from labelgate.pipeline.migrations import migrate
 from labelgate.pipeline.tables import episodes_table
+from tests.conftest import postgres_database
 
 HOUR = 3_600_000_000  # microseconds
 
 
-@pytest.fixture
-def engine(tmp_path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    migrate(engine)
-    return engine
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request, tmp_path) -> Iterator[Engine]:
+    """A migrated store: a SQLite file, and a database of its own on the test PostgreSQL server (JSON updates)."""
+    with contextlib.ExitStack() as stack:
+        url = (f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite"
+               else stack.enter_context(postgres_database("labelgate_episodes")))
+        engine = make_engine(url)
+        stack.callback(engine.dispose)
+        migrate(engine)
+        yield engine
 
 
 def alarm(transition: str, kind: str, since: int, at: int, value: float) -> drift.Event:
