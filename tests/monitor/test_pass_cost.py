@@ -145,7 +145,7 @@ def test_step_4_moves_the_candidates_to_a_partial_covering_index(tmp_path: Path)
         conn.execute(text(
             "INSERT INTO labelgate_monitor_pairs VALUES (1, 0, 'a', 'b', 25, 20, 1), (1, 0, 'a', 'c', 3, 1, 0)"))
     assert schema_version(engine) == 3
-    assert migrate(engine) == SCHEMA_VERSION == 5
+    assert migrate(engine) == SCHEMA_VERSION >= 5  # steps after 4 run too
     names = {ix["name"] for ix in inspect(engine).get_indexes("labelgate_monitor_pairs")}
     assert names == {"ix_labelgate_monitor_pairs_candidates"}
     with engine.connect() as conn:

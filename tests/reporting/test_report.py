@@ -633,3 +633,25 @@ def test_the_rater_chart_reads_at_a_thousand_raters() -> None:
     # the y axis stays within kappa's range: no tick at -3 because of intervals nobody draws
     assert ticks and min(ticks) >= -1.1
     assert "td code{white-space:nowrap}" in page  # rater ids never wrap in the tables
+
+
+def test_an_episode_of_several_alarms_is_shaded_on_each_of_its_series_and_lists_them():
+    windows = [{"question": "q", "metric": m, "window_start": (T0 + timedelta(days=k)).isoformat(),
+                "window_end": (T0 + timedelta(days=k + 1)).isoformat(), "scope": "window", "value": 0.5,
+                "ci_low": 0.45, "ci_high": 0.55, "n_items": 100, "n_ratings": 300, "threshold": 0.4}
+               for m in ("normalized_cross_kappa", "cross_kappa", "spa") for k in range(8)]
+    alarms = [{"metric": "cross_kappa", "kind": "change", "since": (T0 + timedelta(days=5)).isoformat(),
+               "reason": "agreement fell <b>"},
+              {"metric": "spa", "kind": "baseline", "since": (T0 + timedelta(days=6)).isoformat(),
+               "reason": "below the gate threshold 0.400"}]
+    episode = {"episode_id": "ep-2", "question": "q", "metric": "cross_kappa", "kind": "change",
+               "opened_at": (T0 + timedelta(days=5)).isoformat(), "closed_at": None, "reason": "agreement fell <b>",
+               "worst_raters": [], "metrics": ["cross_kappa", "spa"], "alarms": alarms}
+    shown = sections.monitoring("q", windows, [episode], sections.Figures(), True)
+    shaded = {c["text"].split(":")[0]: "1 drift episode(s) shaded" in c["text"] for c in shown["charts"]}
+    assert shaded == {"normalized κx": False, "κx (cross-replication kappa)": True, "SPA": True}, shaded
+    (row,) = shown["episodes"]
+    assert row["metric"] == "cross_kappa (change), spa (baseline)"
+    assert "cross_kappa (change) since" in row["reason"] and "spa (baseline) since" in row["reason"]
+    page = render_monitor_report({"windows": windows, "episodes": [episode], "runs": []})
+    assert "cross_kappa (change), spa (baseline)" in page and "agreement fell <b>" not in page

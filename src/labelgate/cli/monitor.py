@@ -195,7 +195,7 @@ def pass_text(summary: dict[str, Any]) -> str:
         for event in q.get("events") or []:
             lines.append(
                 f"    episode {event['transition']}: {event['metric']} ({event['kind']}) since "
-                f"{event['since']}: {event['reason']}"
+                f"{event['since']}: {event['reason']} [episode {event['episode_id'][:12]}]"
             )
     for outcome in summary.get("alerts") or []:
         lines.append(
@@ -224,10 +224,13 @@ def history_text(out: dict[str, Any]) -> str:
                  "merged crowd judgements")
     for e in out["episodes"]:
         state = f"closed {e['closed_at']}" if e["closed_at"] else "OPEN"
-        lines.append(
-            f"episode {e['episode_id'][:12]} [{e['question']}] {e['metric']} ({e['kind']}) opened "
-            f"{e['opened_at']}, {state}: {e['reason']}"
-        )
+        alarms = e.get("alarms") or [{"metric": e["metric"], "kind": e["kind"], "since": e["opened_at"],
+                                      "reason": e["reason"], "recovered_at": e["closed_at"]}]
+        lines.append(f"episode {e['episode_id'][:12]} [{e['question']}] opened {e['opened_at']}, {state}: "
+                     f"{len(alarms)} alarm(s)")
+        for a in alarms:
+            recovered = f", recovered {a['recovered_at']}" if a.get("recovered_at") else ""
+            lines.append(f"  {a['metric']} ({a['kind']}) since {a['since']}{recovered}: {a['reason']}")
     flagged = [r for r in out["raters"] if r.get("flags")]
     for r in flagged:
         partners = f" with {', '.join(map(str, r['partners']))}" if r.get("partners") else ""

@@ -1,5 +1,8 @@
 """Episode alerts: one when a drift episode opens, one when it closes, through the gate's channels, never twice.
 
+An episode is a question's drift incident (:mod:`labelgate.monitor.episodes`): alarms of other series or rules that
+join it while it is open send nothing more; its alert lists every alarm stored when it is sent.
+
 Each transition has a dedupe key ``labelgate-monitor:<monitor>:<episode_id>:<open|close>`` (episode ids are
 deterministic, see :func:`labelgate.monitor.drift.episode_id`) and goes through the alert ledger that the gate
 uses too (:func:`labelgate.pipeline.alert_ledger.deliver_once`): a channel that already received the transition
@@ -14,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
+from labelgate.monitor.episodes import members
 from labelgate.pipeline.alert_ledger import deliver_once
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.database import MONITOR_PASS_LOCK, transaction
@@ -62,31 +66,36 @@ def send_pending(engine: Engine, config: MonitorConfig) -> list[dict[str, Any]]:
 
 
 def message(config: MonitorConfig, episode: dict[str, Any], transition: str) -> dict[str, Any]:
-    """The alert summary for :func:`labelgate.pipeline.alerts.deliver`: what changed, since when, worst raters."""
-    question, metric = episode["question"], episode["metric"]
-    details = episode.get("details") or {}
-    window = details.get("closed_by" if transition == "close" else "opened_by") or {}
+    """The alert summary for :func:`labelgate.pipeline.alerts.deliver`: which series fell under which rule, with
+    their numbers and since when, the worst raters; on closing, how each recovered."""
+    question = episode["question"]
+    alarms = members(episode)
     since = utc(episode["opened_at"])
+    series = ", ".join(dict.fromkeys(f"{m['metric']} ({m['kind']})" for m in alarms))
     lines = []
     if transition == "open":
-        lines.append(f"[{question}] {metric} drift ({episode['kind']}): {episode['reason']}")
-        lines.append(f"since {since} (window {window.get('window_start')} – {window.get('window_end')})")
+        lines.append(f"[{question}] drift episode opened: {series}, since {since}")
+        for m in alarms:
+            window = m.get("opened_by") or {}
+            lines.append(f"{m['metric']} ({m['kind']}) since {utc(m['since'])}: {m['reason']} "
+                         f"(window {window.get('window_start')} – {window.get('window_end')})")
     else:
-        lines.append(f"[{question}] {metric} drift episode closed: {episode.get('close_reason')}")
+        lines.append(f"[{question}] drift episode closed: every alarm recovered ({series})")
         lines.append(f"opened {since}, closed {utc(episode['closed_at'])}")
+        lines += [f"{m['metric']} ({m['kind']}) recovered {utc(m['closed_at'])}: {m['close_reason']}" for m in alarms]
     if episode.get("worst_raters"):
         lines.append("worst raters at opening: " + ", ".join(map(str, episode["worst_raters"])))
-    lines.append(f"episode {episode['episode_id']} ({episode['kind']})")
+    lines.append(f"episode {episode['episode_id']}")
+    headline: dict[str, dict[str, Any]] = {}
+    for m in alarms:
+        window = m.get("closed_by" if transition == "close" else "opened_by") or {}
+        headline.setdefault(f"{question}/{m['metric']}", {
+            "value": window.get("value"), "ci_low": window.get("ci_low"), "ci_high": window.get("ci_high"),
+        })
     return {
-        "batch_id": f"monitor {config.monitor.name} / {question} / {metric}",
+        "batch_id": f"monitor {config.monitor.name} / {question}",
         "run_id": episode["episode_id"],
         "reasons": lines,
-        "headline": {
-            f"{question}/{metric}": {
-                "value": window.get("value"),
-                "ci_low": window.get("ci_low"),
-                "ci_high": window.get("ci_high"),
-            },
-        },
+        "headline": headline,
         "reports": {},
     }

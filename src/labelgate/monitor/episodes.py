@@ -1,10 +1,16 @@
-"""Drift episodes of a monitor: the detectors' stored state, episode records and their open/close events, and the
-thresholds the baseline rule compares with (the gate's own thresholds)."""
+"""Drift episodes of a monitor: the detectors' stored state, episode records and their events, and the thresholds
+the baseline rule compares with (the gate's own thresholds).
+
+An episode is one drift incident of a question: every alarm (a series under a rule: the baseline rule or the change
+detector) that fires while the question has an open episode joins it, with its own numbers and start; the episode
+closes when every one of its alarms has recovered. It is stored as one row of ``labelgate_monitor_episodes``: its
+``metric``, ``kind`` and ``reason`` are those of the alarm that opened it, ``opened_at`` the earliest start of its
+alarms, and ``details["members"]`` lists every alarm (:func:`members`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
@@ -56,6 +62,19 @@ def question_series(cfg: MonitorConfig, question: Any) -> tuple[list[str], list[
             [m for m in metrics if m in drift.change.metrics])
 
 
+def members(row: Mapping[Any, Any]) -> list[dict[str, Any]]:
+    """The alarms of a stored episode, in the order they fired: each ``{metric, kind, since, reason, details,
+    opened_by, closed_at, close_reason, closed_by}`` (times in microseconds; ``closed_at`` None while the series is
+    still in alarm). An episode stored by an earlier release (one per series and rule) is its own single alarm."""
+    details = row.get("details") or {}
+    if details.get("members"):
+        return [dict(m) for m in details["members"]]
+    return [{"metric": row["metric"], "kind": row["kind"], "since": row["opened_at"], "reason": row["reason"],
+             "details": {k: v for k, v in details.items() if k not in ("opened_by", "closed_by")},
+             "opened_by": details.get("opened_by") or {}, "closed_at": row.get("closed_at"),
+             "close_reason": row.get("close_reason"), "closed_by": details.get("closed_by")}]
+
+
 def record_event(
     conn: Connection,
     monitor: str,
@@ -65,48 +84,25 @@ def record_event(
     worst: list[str],
     detector: dict[str, Any],
 ) -> dict[str, Any]:
-    """Record an episode's opening or closing (idempotent on re-measured windows) and describe the event."""
-    e = episodes_table
-    eid = drift_mod.episode_id(monitor, question, metric, event.kind, event.since)
+    """Record one alarm's opening or recovery in the question's episode (idempotent on re-measured windows) and
+    describe the event.
+
+    A drift incident is one episode per question: an alarm of any series or rule that fires while the question has
+    an open episode joins it (``transition: "joined"``), otherwise it opens a new one (``"open"``, the only
+    transition alerted on opening). A recovered alarm is marked in its episode (``"recovered"``); the episode
+    closes (``"close"``) when the last of its alarms has recovered. The episode's id is that of the alarm that
+    opened it (:func:`labelgate.monitor.drift.episode_id`): deterministic, so a replay over the same windows finds
+    the same episode and its alerts' dedupe keys."""
     window = {k: v for k, v in event.window.items() if k not in ("window_start", "window_end")}
-    window.update(
-        window_start=utc(event.window["window_start"]), window_end=utc(event.window["window_end"])
-    )
+    window.update(window_start=utc(event.window["window_start"]), window_end=utc(event.window["window_end"]))
     if event.transition == "open":
+        eid, transition = _open_alarm(conn, monitor, question, metric, event, window, worst)
         detector[event.kind]["open"]["episode_id"] = eid
-        exists = conn.execute(select(e.c.episode_id).where(e.c.episode_id == eid)).first()
-        if exists is None:
-            conn.execute(
-                insert(e).values(
-                    episode_id=eid,
-                    monitor=monitor,
-                    question=question,
-                    metric=metric,
-                    kind=event.kind,
-                    opened_at=event.since,
-                    closed_at=None,
-                    reason=event.reason,
-                    close_reason=None,
-                    worst_raters=worst,
-                    details={"opened_by": window, **to_jsonable(event.details)},
-                    alerts_done=False,
-                )
-            )
     else:
-        details = conn.execute(select(e.c.details).where(e.c.episode_id == eid)).scalar() or {}
-        conn.execute(
-            update(e)
-            .where(e.c.episode_id == eid)
-            .values(
-                closed_at=event.window["window_end"],
-                close_reason=event.reason,
-                alerts_done=False,
-                details={**details, "closed_by": window},
-            )
-        )
+        eid, transition = _close_alarm(conn, monitor, question, metric, event, window)
     return {
         "episode_id": eid,
-        "transition": event.transition,
+        "transition": transition,
         "kind": event.kind,
         "question": question,
         "metric": metric,
@@ -114,6 +110,75 @@ def record_event(
         "reason": event.reason,
         "worst_raters": worst,
     }
+
+
+def _open_alarm(conn: Connection, monitor: str, question: str, metric: str, event: drift_mod.Event,
+                window: dict[str, Any], worst: list[str]) -> tuple[str, str]:
+    """Open a new episode with this alarm, or add the alarm to the question's open episode."""
+    e = episodes_table
+    alarm = {"metric": metric, "kind": event.kind, "since": event.since, "reason": event.reason,
+             "details": to_jsonable(event.details), "opened_by": window, "closed_at": None, "close_reason": None,
+             "closed_by": None}
+    own_id = drift_mod.episode_id(monitor, question, metric, event.kind, event.since)
+    current = conn.execute(
+        select(e).where(e.c.monitor == monitor, e.c.question == question, e.c.closed_at.is_(None))
+        .order_by(e.c.opened_at.desc(), e.c.episode_id).limit(1)
+    ).mappings().first()
+    if current is None:
+        if conn.execute(select(e.c.episode_id).where(e.c.episode_id == own_id)).first() is None:
+            conn.execute(insert(e).values(
+                episode_id=own_id, monitor=monitor, question=question, metric=metric, kind=event.kind,
+                opened_at=event.since, closed_at=None, reason=event.reason, close_reason=None, worst_raters=worst,
+                details={"opened_by": window, "members": [alarm], **to_jsonable(event.details)}, alerts_done=False,
+            ))
+        return own_id, "open"
+    found = members(current)
+    if not any(_same(m, metric, event.kind, event.since) and m["closed_at"] is None for m in found):
+        details = dict(current["details"] or {})
+        details["members"] = [*found, alarm]
+        conn.execute(update(e).where(e.c.episode_id == current["episode_id"]).values(
+            details=details, opened_at=min(int(current["opened_at"]), int(event.since)),
+            worst_raters=list(current["worst_raters"] or []) or worst,
+        ))
+    return str(current["episode_id"]), "joined"
+
+
+def _close_alarm(conn: Connection, monitor: str, question: str, metric: str, event: drift_mod.Event,
+                 window: dict[str, Any]) -> tuple[str, str]:
+    """Mark this alarm recovered in its episode; close the episode when it was the last alarm still open."""
+    e = episodes_table
+    rows = conn.execute(
+        select(e).where(e.c.monitor == monitor, e.c.question == question, e.c.closed_at.is_(None))
+    ).mappings().all()
+    for row in rows:
+        found = members(row)
+        hit = next((m for m in found if _same(m, metric, event.kind, event.since) and m["closed_at"] is None), None)
+        if hit is None:
+            continue
+        end = int(event.window["window_end"])
+        hit.update(closed_at=end, close_reason=event.reason, closed_by=window)
+        details = {**(row["details"] or {}), "members": found}
+        if any(m["closed_at"] is None for m in found):
+            conn.execute(update(e).where(e.c.episode_id == row["episode_id"]).values(details=details))
+            return str(row["episode_id"]), "recovered"
+        conn.execute(update(e).where(e.c.episode_id == row["episode_id"]).values(
+            closed_at=end, close_reason=close_reason(found), alerts_done=False,
+            details={**details, "closed_by": window},
+        ))
+        return str(row["episode_id"]), "close"
+    # the alarm's episode is not stored (it was closed or forgotten already): nothing to mark
+    return drift_mod.episode_id(monitor, question, metric, event.kind, event.since), "recovered"
+
+
+def _same(alarm: Mapping[str, Any], metric: str, kind: str, since: int) -> bool:
+    return alarm["metric"] == metric and alarm["kind"] == kind and int(alarm["since"]) == int(since)
+
+
+def close_reason(alarms: list[dict[str, Any]]) -> str:
+    """Why an episode closed: every alarm recovered, each with its own reason."""
+    return "every alarm recovered: " + "; ".join(
+        f"{m['metric']} ({m['kind']}): {m['close_reason']}" for m in alarms
+    )
 
 
 def load_detectors(

@@ -3,7 +3,9 @@
 Shapes are what the monitoring report reads (:func:`labelgate.reporting.report.render_monitor_report`): window rows
 ``{question, metric, window_start, window_end, scope, value, ci_low, ci_high, n_items, n_ratings,
 threshold}``, episodes ``{episode_id, question, metric, kind, opened_at, closed_at, reason,
-worst_raters}``, per-rater rows ``{rater_id, pool, n_ratings, n_shared_items, kappa_vs_trusted,
+worst_raters, close_reason, metrics, alarms}`` (one per drift incident of a question: ``metric``, ``kind`` and
+``reason`` of the alarm that opened it, ``metrics`` every series that fired, ``alarms`` every alarm with its numbers,
+:func:`alarm_row`), per-rater rows ``{rater_id, pool, n_ratings, n_shared_items, kappa_vs_trusted,
 kappa_ci_low, kappa_ci_high, loo_agreement, bias, flags, partners}`` plus ``question`` and the extra keys of
 :func:`labelgate.metrics.diagnostics.rater_diagnostics`.
 """
@@ -17,6 +19,7 @@ import pandas as pd
 from sqlalchemy import or_, select
 
 from labelgate.monitor.engine import Monitor
+from labelgate.monitor.episodes import members
 from labelgate.monitor.rater_rows import judge_stored
 from labelgate.pipeline.serialize import utc
 from labelgate.pipeline.tables import episodes_table, raters_table, streams_table, windows_table
@@ -99,10 +102,25 @@ def history(config_or_path: Any, since: str | datetime | None = None) -> dict[st
             "reason": row["reason"],
             "worst_raters": list(row["worst_raters"] or []),
             "close_reason": row["close_reason"],
+            "metrics": list(dict.fromkeys(str(m["metric"]) for m in alarms)),
+            "alarms": [alarm_row(m) for m in alarms],
         }
         for row in episode_rows
+        for alarms in [members(row)]
     ]
     return {"windows": windows, "episodes": episodes, "raters": judge_stored(rater_rows, monitor.cfg.monitor.raters)}
+
+
+def alarm_row(alarm: dict[str, Any]) -> dict[str, Any]:
+    """One alarm of an episode as history shows it: ``{metric, kind, since, reason, value, ci_low, ci_high,
+    threshold, recovered_at, recover_reason}`` (times as UTC text; ``recovered_at`` None while in alarm)."""
+    window = alarm.get("opened_by") or {}
+    details = alarm.get("details") or {}
+    return {"metric": alarm["metric"], "kind": alarm["kind"], "since": utc(alarm["since"]), "reason": alarm["reason"],
+            "value": window.get("value"), "ci_low": window.get("ci_low"), "ci_high": window.get("ci_high"),
+            "threshold": details.get("threshold", window.get("threshold")),
+            "recovered_at": utc(alarm["closed_at"]) if alarm.get("closed_at") is not None else None,
+            "recover_reason": alarm.get("close_reason")}
 
 
 def _micros(since: str | datetime | None) -> int | None:

@@ -213,7 +213,7 @@ def monitoring(question: str, mine: Sequence[Mapping[str, Any]], eps: Sequence[M
         rows = [w for w in mine if str(w.get("metric")) in group]
         names = [NAMES.get(m, m) if len(group) == 1 else SHORT.get(m, m) for m in group]
         label = " · ".join(names)
-        spans = [s for s in (_span(e) for e in eps if e.get("metric") is None or e.get("metric") in group) if s]
+        spans = [s for s in (_span(e) for e in eps if not _metrics(e) or set(_metrics(e)) & set(group)) if s]
         if with_figures:
             thresholds = [(t, float(w["threshold"])) for w in rows
                           if len(group) == 1 and finite(w.get("threshold"))
@@ -281,13 +281,28 @@ def _time_point(w: Mapping[str, Any]) -> TimePoint | None:
     return TimePoint(t, w.get("value"), w.get("ci_low"), w.get("ci_high"), tip)
 
 
+def _metrics(e: Mapping[str, Any]) -> list[str]:
+    """Every series an episode's alarms are on (an episode row without ``metrics``: its one ``metric``)."""
+    if e.get("metrics"):
+        return [str(m) for m in e["metrics"]]
+    return [str(e["metric"])] if e.get("metric") is not None else []
+
+
+def _alarms(e: Mapping[str, Any]) -> str:
+    """An episode's alarms for a table cell: ``metric (kind)`` each, in the order they fired."""
+    alarms = e.get("alarms") or []
+    if not alarms:
+        return str(e.get("metric") or "all")
+    return ", ".join(dict.fromkeys(f"{a.get('metric')} ({a.get('kind')})" for a in alarms))
+
+
 def _span(e: Mapping[str, Any]) -> Span | None:
     start = parse_time(e.get("opened_at"))
     if start is None:
         return None
     end = parse_time(e.get("closed_at")) if e.get("closed_at") else None
     kind = "baseline" if e.get("kind") == "baseline" else "change"
-    tip = f"{kind} episode {e.get('episode_id', '')}: {e.get('reason') or ''}" + (" (open)" if end is None else "")
+    tip = f"{kind} episode {e.get('episode_id', '')}: {_reasons(e)}" + (" (open)" if end is None else "")
     return Span(start, end, kind, tip)
 
 
@@ -305,7 +320,7 @@ def strip_figure(questions: Sequence[str], windows: Mapping[str, Sequence[Mappin
         thresholds = [(t, float(w["threshold"])) for w in scoped
                       if finite(w.get("threshold")) and (t := parse_time(w.get("window_end"))) is not None]
         spans = [s for s in (_span(e) for e in episodes.get(q, ())
-                             if e.get("metric") in (None, "normalized_cross_kappa")) if s]
+                             if not _metrics(e) or "normalized_cross_kappa" in _metrics(e)) if s]
         values = [p.value for p in points if finite(p.value)]
         last = max(points, key=lambda p: p.t)
         tip = (f"{q}: {len(points)} window(s), latest {fmt(last.value)} {_interval_of(last)}, lowest "
@@ -324,6 +339,15 @@ def _interval_of(p: TimePoint) -> str:
 def episode_rows(episodes: Iterable[Mapping[str, Any]], show_question: bool = True) -> list[dict[str, Any]]:
     """Drift episodes for a table, newest first."""
     ordered = sorted(episodes, key=lambda e: str(e.get("opened_at") or ""), reverse=True)
-    return [{"question": e.get("question") if show_question else None, "metric": e.get("metric") or "all",
+    return [{"question": e.get("question") if show_question else None, "metric": _alarms(e),
              "kind": e.get("kind"), "opened": e.get("opened_at"), "closed": e.get("closed_at"),
-             "reason": e.get("reason"), "worst": joined(e.get("worst_raters"))} for e in ordered]
+             "reason": _reasons(e), "worst": joined(e.get("worst_raters"))} for e in ordered]
+
+
+def _reasons(e: Mapping[str, Any]) -> str:
+    """An episode's reason: each alarm's, with its series and start, when it has several."""
+    alarms = e.get("alarms") or []
+    if len(alarms) < 2:
+        return str(e.get("reason") or "")
+    return "; ".join(f"{a.get('metric')} ({a.get('kind')}) since {a.get('since')}: {a.get('reason')}"
+                     for a in alarms)
