@@ -661,3 +661,19 @@ def random_wide(rng: np.random.Generator, *, level: str = "nominal", n_items: tu
         if np.isnan(X).all():
             X[0, 0] = used[0]
     return X, cats
+
+
+#: The fields of a standard error in ``Estimate.to_dict()``: a standard error that reads each judgement's rater
+#: (Conger's analytic one) is not computed from sums aggregated in a database, which say why in ``se_note``.
+SE_FIELDS = ("se", "se_method", "z", "p_value", "se_note", "se_source", "se_null", "test_source")
+
+
+def without_standard_error(found: Any) -> Any:
+    """``found`` (an ``Estimate.to_dict()``, nested) without its standard-error fields, checking on the way that
+    each estimate has either a standard error with its method or the reason it has none."""
+    if not isinstance(found, dict):
+        return found
+    details = found.get("details")
+    if isinstance(details, dict) and ("se_method" in found) and "se_note" in details:
+        assert found["se_method"] is None, found
+    return {k: without_standard_error(v) for k, v in found.items() if k not in SE_FIELDS}

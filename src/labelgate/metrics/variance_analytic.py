@@ -44,6 +44,7 @@ from statistics import NormalDist
 import numpy as np
 
 from labelgate.core.ratings import FloatArray, Ratings
+from labelgate.core.tallied import is_tallied
 from labelgate.metrics._blocks import vanishes
 from labelgate.metrics._items import ItemView, item_agreement, rater_category_totals
 
@@ -78,7 +79,11 @@ class Analytic:
 def judgements_elsewhere(r: Ratings) -> str | None:
     """Why a standard error that reads single judgements is not computed on ``r``: its per-judgement codes are
     not in memory (a Dask-partitioned pool whose codes were not fetched; fetching them for a standard error alone
-    would move every judgement off the cluster). None when they are."""
+    would move every judgement off the cluster) or not anywhere (sums aggregated in the database). None when they
+    are."""
+    if is_tallied(r):
+        return ("the standard error reads each judgement's rater, and these ratings were aggregated in the "
+                "database (each rater's category counts only): compute it on the judgements (a pandas batch)")
     if getattr(r, "judgements_in_memory", True):
         return None
     return ("the standard error reads each judgement's rater, and these ratings hold their judgements on a "
