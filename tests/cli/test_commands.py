@@ -90,3 +90,16 @@ def test_synth_writes_three_files(tmp_path):
     assert {p.name for p in tmp_path.iterdir()} == {"batch.csv", "trusted.csv", "both.csv"}
     bad = runner.invoke(app, ["synth", "--out", str(tmp_path), "--scenario", "chaos"])
     assert bad.exit_code == 3 and "must be one of" in bad.output
+
+
+def test_gate_with_a_duplicate_config_key_exits_three_naming_it(tmp_path):
+    config = tmp_path / "gate.yaml"
+    config.write_text("gates:\n  - type: normalized_cross_kappa\n    min_value: 0.8\n"
+                      "gates:\n  - type: normalized_cross_kappa\n    min_value: -1\n", encoding="utf-8")
+    batch = tmp_path / "batch.csv"
+    batch.write_text("item_id,rater_id,label,pool\ni1,r1,a,crowd\n", encoding="utf-8")
+    result = runner.invoke(app, ["gate", "--batch", str(batch), "--config", str(config), "--prefect", "never"])
+    assert result.exit_code == 3, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "'gates'" in errors[0] and "line 4" in errors[0] and "gate.yaml" in errors[0]
+    assert "Traceback" not in result.output

@@ -32,6 +32,43 @@ _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet",
 _COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")
 TABLE_SUFFIXES = (*_SUFFIXES, *_COMPRESSION)
 
+
+def batch_id_of(path: str | Path | None) -> str:
+    """The default batch id of a batch file: its name without its table extensions (``batch`` when there is none).
+
+    Only the known extensions come off (a compression suffix, then a table suffix, in any letter case): the rest of
+    the name is the batch's. Cutting at the first dot, as before, named ``wk1.bad.csv`` and ``wk1.good.csv`` both
+    ``wk1``, so the later decision hid the earlier one as the batch's current decision. Every default batch id (the
+    gate, the CLI, the served drop folder) comes from here.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The batch file (only its name is used).
+
+    Returns
+    -------
+    str
+        The id; the whole name when stripping would leave nothing (``.csv``).
+
+    Examples
+    --------
+    >>> batch_id_of("data/wk1.bad.csv"), batch_id_of("batch.csv.gz"), batch_id_of("b.v2.PARQUET")
+    ('wk1.bad', 'batch', 'b.v2')
+    >>> batch_id_of("notes.json"), batch_id_of(None)
+    ('notes.json', 'batch')
+    """
+    if not path:
+        return "batch"
+    name = stem = Path(path).name
+    lower = stem.lower()
+    if lower.endswith(_COMPRESSION):
+        stem = stem[:stem.rindex(".")]
+        lower = stem.lower()
+    if lower.endswith(tuple(_SUFFIXES)):
+        stem = stem[:stem.rindex(".")]
+    return stem or name
+
 # pandas 3's "str" keeps a missing value missing (NaN); pandas < 3 reads "str" as numpy's str, which writes a
 # missing value as the text 'None' or 'nan' (an id or label nobody gave). Detected once, not by version number.
 _STR_KEEPS_MISSING = bool(pd.Series([None], dtype=object).astype("str").isna().all())
@@ -177,13 +214,25 @@ def text_column(column: pd.Series) -> pd.Series:
     return column.astype(str).where(column.notna(), np.nan)
 
 
-def content_hash(df: pd.DataFrame) -> str:
-    """Stable SHA-256 of a table's content, independent of row and column order.
+#: Version of :func:`content_hash`'s encoding, hashed first. Version 1 wrote a missing cell as the text "\x00" and
+#: hashed every non-timestamp cell through its text alone, so a missing item id and the id "\x00" (or the int ``1``
+#: and the text ``"1"``) shared one hash, and a request could be served the decision of another table. Every hash of
+#: version 2 differs from every hash of version 1, so no decision keyed under the old encoding is served again (the
+#: inputs digest is built from these hashes; the LabelGate version in the configuration digest need not change).
+CONTENT_HASH_FORMAT = b"labelgate-table:v2"
 
-    Every cell except timestamps is hashed through its text form (so ``1`` read from Parquet and ``"1"``
-    read from CSV agree); datetime columns are hashed as datetimes. The per-row 64-bit hashes
-    (``pandas.util.hash_pandas_object``) are sorted, so the row order does not matter, and hashed with
-    the sorted column names. Duplicate rows count (two copies hash differently from one).
+
+def content_hash(df: pd.DataFrame) -> str:
+    r"""Stable SHA-256 of a table's content, independent of row and column order.
+
+    The encoding is injective up to 64-bit hash collisions: two tables hash alike only if they have the same column
+    names and, per column, the same kind of values and the same multiset of rows. Per column the name and its
+    value kind (``text``, a numeric, boolean or datetime dtype, or ``mixed`` for an object column holding more than
+    strings) are hashed length-prefixed; per cell its value, a missing flag (a missing cell is distinct from every
+    value, the empty text and ``"\x00"`` included) and, in a ``mixed`` column, the Python type of the value (the int
+    ``1`` is not the text ``"1"``). Text-like values are hashed through their text form, datetime columns natively.
+    The per-row 64-bit hashes (``pandas.util.hash_pandas_object``) are sorted, so the row order does not matter.
+    Duplicate rows count (two copies hash differently from one).
 
     Returns
     -------
@@ -198,20 +247,51 @@ def content_hash(df: pd.DataFrame) -> str:
     True
     >>> content_hash(df) == content_hash(df.assign(label=["x", "z"]))
     False
+    >>> content_hash(df.assign(item_id=[None, "2"])) == content_hash(df.assign(item_id=["\x00", "2"]))
+    False
     """
     names = sorted(map(str, df.columns))
     frame = df.set_axis([str(c) for c in df.columns], axis=1)[names]
-    text = pd.DataFrame({name: _hashable_column(frame[name]) for name in names})
-    rows = np.sort(pd.util.hash_pandas_object(text, index=False).to_numpy(dtype=np.uint64))
-    digest = hashlib.sha256()
-    digest.update("\x1f".join(names).encode())
-    digest.update(len(rows).to_bytes(8, "little"))
+    parts: dict[str, pd.Series] = {}
+    digest = hashlib.sha256(CONTENT_HASH_FORMAT)
+    digest.update(len(names).to_bytes(8, "little"))
+    for number, name in enumerate(names):
+        kind, columns = _hashable_column(frame.iloc[:, number])
+        for encoded in (name, kind):  # length-prefixed: no separator a column name could contain
+            raw = encoded.encode("utf-8", "surrogatepass")
+            digest.update(len(raw).to_bytes(8, "little") + raw)
+        parts.update({f"{number}.{k}": column for k, column in enumerate(columns)})
+    rows = (np.sort(pd.util.hash_pandas_object(pd.DataFrame(parts), index=False).to_numpy(dtype=np.uint64))
+            if parts else np.zeros(0, dtype=np.uint64))
+    digest.update(len(frame).to_bytes(8, "little"))
     digest.update(rows.tobytes())
     return digest.hexdigest()
 
 
-def _hashable_column(column: pd.Series) -> pd.Series:
-    # Timestamps are hashed natively: formatting them as text costs ~10 us per cell.
+def _hashable_column(column: pd.Series) -> tuple[str, list[pd.Series]]:
+    """``(kind, columns)``: the value kind of ``column`` and the columns whose per-row hashes encode its cells.
+
+    The columns are the values (missing cells filled with a placeholder), the missing mask that tells a missing cell
+    from the placeholder and, for a ``mixed`` object column, each value's Python type. All are vectorised: the
+    per-cell type is only computed for the rare object column that holds more than strings.
+    """
+    missing = column.isna().reset_index(drop=True)
     if pd.api.types.is_datetime64_any_dtype(column):
-        return column
-    return text_column(column).fillna("\x00")
+        # Timestamps are hashed natively (formatting them as text costs ~10 us per cell); the dtype carries the
+        # unit and the time zone. NaT is hashed as its integer value, told apart by the mask anyway.
+        return f"datetime:{column.dtype}", [column.reset_index(drop=True), missing]
+    values = column.reset_index(drop=True)
+    if pd.api.types.is_string_dtype(values.dtype) and values.dtype != object:
+        kind, types = "text", None
+    elif values.dtype == object:
+        inferred = pd.api.types.infer_dtype(values, skipna=True)
+        kind = "text" if inferred in ("string", "empty") else "mixed"
+        types = None if kind == "text" else values.map(lambda v: f"{type(v).__module__}.{type(v).__qualname__}")
+    else:  # numeric, boolean, categorical...: the dtype tells 1 (int64) from 1.0 (float64) from "1" (text)
+        kind, types = str(values.dtype), None
+    # A missing cell's placeholder is irrelevant: the mask tells it apart from the same text in a present cell.
+    text = text_column(values).fillna("")
+    columns = [text, missing]
+    if types is not None:
+        columns.append(types.where(~missing, ""))
+    return kind, columns
