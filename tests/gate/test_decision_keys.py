@@ -39,22 +39,34 @@ def _config(tmp: Path) -> Path:
 def test_missing_ids_and_nul_ids_are_two_keys(tmp_path, tables, first):
     # Encoding 1 wrote a missing cell as "\x00": these two batches shared one content hash, and the second was
     # served the first's decision (a not_null REJECT for a valid batch, or an ACCEPT for ids that are missing).
+    # The NUL ids come in a Parquet file: a CSV file holding a NUL byte is refused (the next test).
+    pytest.importorskip("pyarrow")
     crowd, trusted = tables
     trusted.to_csv(tmp_path / "trusted.csv", index=False)
-    lines = crowd.assign(item_id=crowd["item_id"].astype(object).where(crowd.index >= 3, None)).to_csv(
-        index=False).splitlines(keepends=True)
-    assert all(line.startswith(",") for line in lines[1:4])  # three rows with no item id
-    (tmp_path / "empty.csv").write_text("".join(lines), encoding="utf-8")
-    # pandas writes "\x00" as an empty cell: the NUL ids are written by hand
-    (tmp_path / "nul.csv").write_text("".join(lines[:1] + ["\x00" + line for line in lines[1:4]] + lines[4:]),
-                                      encoding="utf-8")
+    ids = crowd["item_id"].astype(object)
+    crowd.assign(item_id=ids.where(crowd.index >= 3, None)).to_parquet(tmp_path / "empty.parquet", index=False)
+    crowd.assign(item_id=ids.where(crowd.index >= 3, "\x00")).to_parquet(tmp_path / "nul.parquet", index=False)
     second = "nul" if first == "empty" else "empty"
     config = _config(tmp_path)
-    one = run(config, tmp_path / f"{first}.csv", tmp_path / "trusted.csv")
-    two = run(config, tmp_path / f"{second}.csv", tmp_path / "trusted.csv")
+    one = run(config, tmp_path / f"{first}.parquet", tmp_path / "trusted.csv")
+    two = run(config, tmp_path / f"{second}.parquet", tmp_path / "trusted.csv")
     assert one["batch_hash"] != two["batch_hash"] and one["inputs_digest"] != two["inputs_digest"]
     assert not two["reused"] and two.get("reused_from") is None
     assert any("not_null" in reason for reason in (one if first == "empty" else two)["reasons"])
+
+
+@pytest.mark.parametrize("cell", ["\x00", "a\x00b"])
+def test_a_csv_holding_a_nul_byte_is_an_error_not_another_table(tmp_path, tables, cell):
+    # pandas < 3's C parser ends a field at a NUL: "\x00" was read as a missing id and "a\x00b" as "a", so the gate
+    # judged (and keyed its decision by) a table that is not the file. Every pandas now refuses the byte.
+    crowd, trusted = tables
+    trusted.to_csv(tmp_path / "trusted.csv", index=False)
+    lines = crowd.to_csv(index=False).splitlines(keepends=True)
+    (tmp_path / "nul.csv").write_text("".join(lines[:1] + [cell + line for line in lines[1:4]] + lines[4:]),
+                                      encoding="utf-8")
+    result = run(_config(tmp_path), tmp_path / "nul.csv", tmp_path / "trusted.csv")
+    assert result["decision"] == "ERROR"
+    assert any("NUL byte" in reason and "nul.csv" in reason for reason in result["reasons"])
 
 
 def test_batch_files_differing_after_the_first_dot_are_two_batches(tmp_path, tables):

@@ -21,6 +21,10 @@ MAX_HEADER_CHARS : int
     Characters of a CSV header line: 10,000 columns of up to 100 characters each.
 MAX_LABEL_CHARS : int
     Characters of one label; a longer label is an invalid row (quarantined), not a category.
+MAX_DECOMPRESSION_RATIO, MIN_DECOMPRESSED_BYTES : int
+    A compressed table file (``.gz``, ``.bz2``, ``.xz``, ``.zip``, ``.zst``; a Parquet file's pages) may expand to
+    :func:`decompressed_limit` of its size: ``MAX_DECOMPRESSION_RATIO`` times its size, and at least
+    ``MIN_DECOMPRESSED_BYTES`` (64 MiB). Label tables compress 5 to 30 times; a compression bomb a thousand times.
 """
 
 from __future__ import annotations
@@ -31,6 +35,19 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_COLUMNS = 10_000
 MAX_HEADER_CHARS = 1 << 20
 MAX_LABEL_CHARS = 1_000
+MAX_DECOMPRESSION_RATIO = 100
+MIN_DECOMPRESSED_BYTES = 64 << 20
+
+
+def decompressed_limit(compressed_bytes: int) -> int:
+    """Bytes a compressed file of ``compressed_bytes`` may expand to.
+
+    Examples
+    --------
+    >>> decompressed_limit(1_000) == MIN_DECOMPRESSED_BYTES, decompressed_limit(10 << 20) == 1000 << 20
+    (True, True)
+    """
+    return max(MIN_DECOMPRESSED_BYTES, MAX_DECOMPRESSION_RATIO * max(compressed_bytes, 0))
 
 #: Characters of a value quoted in an error or quarantine message (longer values are cut, with their length).
 SHOWN_CHARS = 40

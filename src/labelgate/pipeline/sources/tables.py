@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
-from labelgate.pipeline.limits import MAX_COLUMNS
+from labelgate.pipeline.limits import MAX_COLUMNS, decompressed_limit
+from labelgate.pipeline.limits_reader import COMPRESSION_SUFFIXES, open_text_table
 from labelgate.pipeline.preflight import read_header
 from labelgate.pipeline.sources.sql import read_query
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 #: File extensions LabelGate reads as tables (optionally compressed).
 _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet"}
-_COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")
+_COMPRESSION = COMPRESSION_SUFFIXES
 TABLE_SUFFIXES = (*_SUFFIXES, *_COMPRESSION)
 
 
@@ -159,12 +160,21 @@ def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.D
     read_header(path, fmt, role)  # refuses a too wide table before pandas parses it
     try:
         if fmt == "parquet":
+            _check_parquet_expansion(path, role)
             return pd.read_parquet(path)
         sep = "\t" if ".tsv" in [s.lower() for s in path.suffixes] else ","
         dtype = {name: str for name in _id_columns(columns)}
+        # Read through LabelGate's own decompression: bounded in size, NUL bytes refused (pandas < 3 cut at them).
         # Only empty cells are missing: 'NA' / 'None' / 'null' may be real labels or ids.
-        return pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=[""])
-    except ImportError:
+        with open_text_table(path, role) as stream:
+            return pd.read_csv(stream, sep=sep, dtype=dtype, keep_default_na=False, na_values=[""],
+                               compression=None, encoding="utf-8")
+    except InputError:
+        raise
+    except ImportError as exc:
+        if fmt != "parquet":  # zstandard, for a .zst file
+            raise InputError(f"Reading the {role} file {str(path)!r} needs {exc.name or 'a module'}, which is not "
+                             "installed.", Reason.UNREADABLE_INPUT, file=str(path)) from None
         raise InputError(f"Reading the Parquet {role} file {str(path)!r} needs pyarrow, which is not "
                          "installed; install pyarrow or convert the file to CSV.", Reason.UNREADABLE_INPUT,
                          file=str(path)) from None
@@ -174,6 +184,19 @@ def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.D
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputError(f"Cannot read the {role} file {str(path)!r} as {fmt.upper()}: {exc}",
                          Reason.UNREADABLE_INPUT, file=str(path)) from None
+
+
+def _check_parquet_expansion(path: Path, role: str) -> None:
+    """Refuse a Parquet file whose pages expand past the decompressed limit of its size (read from its footer)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    expanded = sum(meta.row_group(k).total_byte_size for k in range(meta.num_row_groups))
+    limit = decompressed_limit(path.stat().st_size)
+    if expanded > limit:
+        raise InputError(f"The {role} file {path.name!r} expands to {expanded} bytes, more than the limit of {limit} "
+                         "for its size (see Limits in the documentation); is it a compression bomb?",
+                         Reason.UNREADABLE_INPUT, file=str(path), limit=limit)
 
 
 def _id_columns(columns: Columns | None) -> list[str]:
@@ -221,6 +244,15 @@ def text_column(column: pd.Series) -> pd.Series:
 #: inputs digest is built from these hashes; the LabelGate version in the configuration digest need not change).
 CONTENT_HASH_FORMAT = b"labelgate-table:v2"
 
+# hash_pandas_object(categorize=True) factorizes a text column before hashing it. pandas < 3 factorizes text in a
+# hash table keyed by C strings, which end at the first NUL: '', '\x00' and 'a\x00b' then get one code, and which of
+# them is hashed for that code depends on the row order (a table and its reverse hashed differently, and '\x00' and
+# '' alike). Hashing every value (categorize=False) reads each string whole, at about twice the cost; pandas 3's
+# factorize keeps NULs and is kept for its speed. Detected once, by behaviour, not by version number; both ways give
+# one hash per value, so a table hashes alike under either.
+_CATEGORIZE_KEEPS_NUL = len(set(pd.util.hash_pandas_object(pd.Series(["", "\x00", "\x00"], dtype=object),
+                                                           index=False, categorize=True))) == 2
+
 
 def content_hash(df: pd.DataFrame) -> str:
     r"""Stable SHA-256 of a table's content, independent of row and column order.
@@ -261,8 +293,8 @@ def content_hash(df: pd.DataFrame) -> str:
             raw = encoded.encode("utf-8", "surrogatepass")
             digest.update(len(raw).to_bytes(8, "little") + raw)
         parts.update({f"{number}.{k}": column for k, column in enumerate(columns)})
-    rows = (np.sort(pd.util.hash_pandas_object(pd.DataFrame(parts), index=False).to_numpy(dtype=np.uint64))
-            if parts else np.zeros(0, dtype=np.uint64))
+    rows = (np.sort(pd.util.hash_pandas_object(pd.DataFrame(parts), index=False, categorize=_CATEGORIZE_KEEPS_NUL)
+                    .to_numpy(dtype=np.uint64)) if parts else np.zeros(0, dtype=np.uint64))
     digest.update(len(frame).to_bytes(8, "little"))
     digest.update(rows.tobytes())
     return digest.hexdigest()
