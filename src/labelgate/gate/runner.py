@@ -98,7 +98,8 @@ class Hooks:
 
 def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path | None = None,
         trusted: str | Path | None = None, *, batch_id: str | None = None, force: bool = False,
-        hooks: Hooks | None = None, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        hooks: Hooks | None = None, source: Mapping[str, Any] | None = None,
+        run_id: str | None = None) -> dict[str, Any]:
     """Gate one batch against the trusted replication and return the run summary.
 
     Parameters
@@ -118,6 +119,10 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     source : mapping, optional
         ``{"name": NAME, "params": {...}}``: read the batch from the configuration's named SQL source ``sources.NAME``
         with these values for its ``:name`` placeholders (the form a ``labelgate.batch.ready`` event carries).
+    run_id : str, optional
+        The id of the record this request writes (default: a new UUID). A caller that must later recognise its own
+        record passes it: the served drop folder writes it into its ledger as the claim token of a file before the
+        run starts, and after a crash adopts only the record with that id (:mod:`labelgate.gate.watch`).
 
     Returns
     -------
@@ -132,7 +137,7 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     hooks = hooks or Hooks()
     started = datetime.now(UTC)
     timing: dict[str, float] = {}
-    state = new_state(batch_id, None if batch is None else str(batch))
+    state = new_state(batch_id, None if batch is None else str(batch), run_id)
     state["orchestration"] = hooks.orchestration
     with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
         state["locks"] = locks
@@ -148,9 +153,9 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     return summary
 
 
-def new_state(batch_id: str | None, batch: str | None) -> dict[str, Any]:
-    """What a run knows so far (its ERROR record is built from this)."""
-    return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "run_id": str(uuid.uuid4()),
+def new_state(batch_id: str | None, batch: str | None, run_id: str | None = None) -> dict[str, Any]:
+    """What a run knows so far (its ERROR record is built from this); ``run_id`` default: a new UUID."""
+    return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "run_id": run_id or str(uuid.uuid4()),
             "batch_hash": None, "trusted_hash": None, "config_hash": None, "store": None, "cfg": None, "locks": None,
             "orchestration": None}
 
@@ -357,10 +362,10 @@ def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, 
 
 def failed_batch(cfg: GateConfig, job: Mapping[str, Any], exc: BaseException, step: str,
                  publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None,
-                 orchestration: Orchestration | None = None) -> dict[str, Any]:
+                 orchestration: Orchestration | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The ERROR summary of a batch whose run could not even start (its worker, its transport or the Prefect API
-    failed); ``orchestration`` is how the request was to run."""
-    state = new_state(job.get("batch_id"), job.get("batch"))
+    failed); ``orchestration`` is how the request was to run, ``run_id`` the id of its record (default: new)."""
+    state = new_state(job.get("batch_id"), job.get("batch"), run_id)
     state.update(cfg=cfg, config_hash=cfg.digest(), step=step, orchestration=orchestration)
     try:
         state["store"] = ResultsStore.from_config(cfg.store)
