@@ -155,7 +155,8 @@ def final_state(summary: dict[str, Any]) -> State:
 
 @flow(name="labelgate-gate", log_prints=False, validate_parameters=False)
 def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = None, trusted: str | None = None,
-              batch_id: str | None = None, force: bool = False, source: dict[str, Any] | None = None) -> State:
+              batch_id: str | None = None, force: bool = False, source: dict[str, Any] | None = None,
+              roots: list[str] | None = None) -> State:
     """Gate one batch (:func:`labelgate.gate.run` with Prefect tasks and artifacts); see the module for states.
 
     Returns
@@ -163,9 +164,12 @@ def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = Non
     State
         Failed on ERROR (its result is a :class:`GateRunError` with the summary), Completed otherwise (its result
         is the summary). Use :func:`run_gate_flow` to get the summary in every case.
+
+    ``roots``: the folders ``batch`` must resolve inside (the event deployment sets them: a path named by an event
+    outside them is an ERROR and is not read); None for a batch the operator names.
     """
     summary = runner.run(config, batch or None, trusted, batch_id=batch_id, force=force, hooks=_hooks(),
-                         source=source or None)  # an event without a path or a source renders them empty
+                         source=source or None, roots=roots)  # an event without a path or a source renders them empty
     emit_decided(summary)
     return final_state(summary)
 

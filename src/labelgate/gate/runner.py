@@ -56,6 +56,7 @@ from labelgate.gate.audit import (
 from labelgate.gate.decision import GateDecision
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
+from labelgate.pipeline.sources.folders import inside_roots
 from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
 
 T = TypeVar("T")
@@ -99,7 +100,7 @@ class Hooks:
 def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path | None = None,
         trusted: str | Path | None = None, *, batch_id: str | None = None, force: bool = False,
         hooks: Hooks | None = None, source: Mapping[str, Any] | None = None,
-        run_id: str | None = None) -> dict[str, Any]:
+        run_id: str | None = None, roots: list[str] | None = None) -> dict[str, Any]:
     """Gate one batch against the trusted replication and return the run summary.
 
     Parameters
@@ -123,6 +124,10 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
         The id of the record this request writes (default: a new UUID). A caller that must later recognise its own
         record passes it: the served drop folder writes it into its ledger as the claim token of a file before the
         run starts, and after a crash adopts only the record with that id (:mod:`labelgate.gate.watch`).
+    roots : list of str, optional
+        The folders ``batch`` must resolve inside (symbolic links followed), for a path named by someone other than
+        the operator (a ``labelgate.batch.ready`` event, a drop folder). Outside them the run is an ERROR (reason
+        ``outside_roots``, step ``load``) and nothing of the file is read. None: no restriction.
 
     Returns
     -------
@@ -142,7 +147,7 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
         state["locks"] = locks
         try:
-            summary = _run(config, batch, trusted, force, state, timing, hooks, source)
+            summary = _run(config, batch, trusted, force, state, timing, hooks, source, roots)
         except Exception as exc:  # fail closed: every failure ends as ERROR, never ACCEPT
             hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
             summary = error_summary(state, exc, started, timing, hooks.publish)
@@ -161,7 +166,7 @@ def new_state(batch_id: str | None, batch: str | None, run_id: str | None = None
 
 
 def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, Any], timing: dict[str, float],
-         hooks: Hooks, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+         hooks: Hooks, source: Mapping[str, Any] | None = None, roots: list[str] | None = None) -> dict[str, Any]:
     started = datetime.now(UTC)
     call = hooks.step
     cfg = as_config(config)
@@ -175,6 +180,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         state.update(cfg=cfg, config_hash=cfg.digest())
         batch = None
     state["step"] = "load"
+    if roots is not None and batch is not None:  # a path named by an event: read only inside the allowed folders
+        batch = inside_roots(batch, list(roots), "the batch file")
     cfg, crowd, trusted_df, selection = timed(timing, "load",
                                               lambda: call("load", steps.load_inputs, cfg, batch, trusted))
     state.update(cfg=cfg, config_hash=cfg.digest())

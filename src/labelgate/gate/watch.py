@@ -107,6 +107,24 @@ def serve_settings(config: GateConfig, *, watch: str | Path | None = None) -> Se
     return settings.model_copy(update=update)
 
 
+def event_roots(config: GateConfig) -> list[str]:
+    """The folders a ``labelgate.batch.ready`` event's ``path`` may name: the local drop folder (``serve.watch``),
+    ``serve.roots``, and the folder of ``batch.path`` (each resolved; none: every path is refused).
+
+    >>> cfg = GateConfig.model_validate({"serve": {"watch": "/srv/drop", "roots": ["/data/batches"]},
+    ...                                  "batch": {"path": "/srv/in/new.csv"}})
+    >>> event_roots(cfg)
+    ['/srv/drop', '/data/batches', '/srv/in']
+    """
+    from labelgate.pipeline.sources.folders import is_url
+
+    roots = [config.serve.watch] if config.serve.watch and not is_url(config.serve.watch) else []
+    roots += config.serve.roots
+    if config.batch.path and config.batch.format not in ("sql", "label_studio"):
+        roots.append(str(Path(config.batch.path).parent))
+    return [str(Path(root).resolve()) for root in dict.fromkeys(roots)]
+
+
 @dataclass
 class Job:
     """One arrived file in the ledger."""

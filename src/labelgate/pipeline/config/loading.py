@@ -157,6 +157,8 @@ def resolve_paths(config: GateT, base: Path) -> GateT:
     serve = config.serve  # the served gate's drop folder, archive and ledger
     moved: dict[str, Any] = {name: under(getattr(serve, name)) for name in ("watch", "move_to", "state")
              if getattr(serve, name) and name in serve.model_fields_set}
+    if serve.roots and "roots" in serve.model_fields_set:
+        moved["roots"] = [under(root) for root in serve.roots]
     if moved:
         update["serve"] = serve.model_copy(update=moved)
     if "dir" in config.reports.model_fields_set:
