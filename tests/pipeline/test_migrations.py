@@ -92,12 +92,12 @@ def test_step_5_adds_the_pending_pair_tallies_and_a_step_4_store_keeps_its_talli
     migrate(engine)
     with engine.begin() as conn:  # the store as step 4 left it, with two tallies
         conn.execute(text("DROP TABLE labelgate_monitor_pair_deltas"))
-        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version == 5))
+        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version >= 5))
         conn.execute(t.pairs_table.insert(), [
             {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "b", "n": 19, "agree": 10, "candidate": False},
             {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "c", "n": 25, "agree": 20, "candidate": True}])
     assert schema_version(engine) == 4
-    assert migrate(engine) == SCHEMA_VERSION == 5 == schema_version(engine)
+    assert migrate(engine) == SCHEMA_VERSION == schema_version(engine)
     assert _names(engine) == {name for name in t.metadata.tables}
     new = pd.DataFrame({"rater_a": ["a", "b"], "rater_b": ["b", "c"], "n": [1, 2], "agree": [1, 0]})
     with engine.begin() as conn:

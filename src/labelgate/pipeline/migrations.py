@@ -9,7 +9,8 @@ step 2 adopts them. Step 3 turns the gate's runs table from a cache (one row per
 append-only audit log: the unique key goes, the inputs digest and the reuse link come, every record is kept.
 Step 4 replaces the index of the monitor's collusion candidates by a partial covering one, so that a monitor pass
 reads its candidate pairs without scanning every pair tallied so far. Step 5 adds the monitor's table of pending pair
-tallies (a pass writes its tallies there; they are folded into the pairs table at a bounded cadence).
+tallies (a pass writes its tallies there; they are folded into the pairs table at a bounded cadence). Step 6 gives the
+alert ledger a claim (token and time): a sender claims a row in a transaction before it sends.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import MIGRATION_LOCK, transaction
 
 #: Version of the schema this code reads and writes.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _MONITOR_TABLES: tuple[Table, ...] = (
     t.monitors_table,
@@ -136,6 +137,15 @@ def _step_5(conn: Connection) -> None:
     t.pair_deltas_table.create(conn, checkfirst=True)
 
 
+def _step_6(conn: Connection) -> None:
+    # The alert ledger's claim: read, send, then record let concurrent requests send one alert several times.
+    have = {column["name"] for column in inspect(conn).get_columns(t.alert_deliveries_table.name)}
+    for name in ("claim", "claimed_at"):
+        if name not in have:
+            kind = t.alert_deliveries_table.c[name].type.compile(dialect=conn.dialect)
+            conn.execute(text(f"ALTER TABLE {t.alert_deliveries_table.name} ADD COLUMN {name} {kind}"))
+
+
 _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _step_1),
     2: ("monitor tables (streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, passes) "
@@ -145,6 +155,7 @@ _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     4: ("monitor pairs: a partial covering index of the collusion candidates instead of (stream_id, candidate)",
         _step_4),
     5: ("monitor pair deltas: a pass's pair tallies pending until they are folded into the pairs table", _step_5),
+    6: ("alert ledger: a claim (token, time) taken in a transaction before a channel is sent to", _step_6),
 }
 
 
@@ -163,7 +174,7 @@ def migrate(engine: Engine, what: str = "The results store") -> int:
     >>> from labelgate.pipeline.database import make_engine
     >>> engine = make_engine("sqlite://")
     >>> migrate(engine), migrate(engine), schema_version(engine)
-    (5, 5, 5)
+    (6, 6, 6)
     """
     with transaction(engine, write=True, lock=MIGRATION_LOCK) as conn:
         t.schema_version_table.create(conn, checkfirst=True)
