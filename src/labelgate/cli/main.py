@@ -157,7 +157,7 @@ def _run_gate(config: Path, batch: Path | None, trusted: Path | None, batch_id: 
             if how.mode == "prefect" and how.api_url:  # a served team's automations hear of every decision
                 from labelgate.flows.gate import emit_decided
 
-                emit_decided(stored)
+                emit_decided(stored, cfg)
             return stored, None
     if how.mode == "in-process":
         with _status("Gating the batch", progress):

@@ -49,6 +49,14 @@ def alert_outcomes(conn: Connection, keys: list[str]) -> dict[str, list[dict[str
     return out
 
 
+def owed_keys(engine: Engine, channel: str) -> list[str]:
+    """The dedupe keys of ``channel`` whose last outcome was a failure (or whose sender died holding its claim)."""
+    with transaction(engine) as conn:
+        rows = conn.execute(select(ledger.c.dedupe_key).where(ledger.c.channel == channel, ledger.c.ok.is_(False))
+                            .order_by(ledger.c.dedupe_key)).all()
+    return [row[0] for row in rows]
+
+
 def delivered_channels(engine: Engine, dedupe_key: str) -> set[str]:
     """Labels (:func:`labelgate.pipeline.alerts.channel_label`) of the channels that received ``dedupe_key``."""
     with transaction(engine) as conn:
