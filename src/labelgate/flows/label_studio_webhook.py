@@ -32,6 +32,7 @@ from typing import Any
 from labelgate.errors import InputError, Reason
 from labelgate.gate.ls_webhook import Debouncer, ReadyBatch, parse_delivery, verify
 from labelgate.gate.watch import READY_EVENT, batch_resource_id
+from labelgate.pipeline.limits import one_line
 
 #: The route Label Studio posts to.
 ROUTE = "/label-studio/webhook"
@@ -163,8 +164,8 @@ class WebhookReceiver:
                 try:
                     listener(batch)
                 except Exception as exc:  # one listener's failure never stops the others or the receiver
-                    LOGGER.error("listener %r failed on batch %s: %s: %s", listener, batch.batch_id,
-                                 type(exc).__name__, exc)
+                    LOGGER.error("listener %s failed on batch %s: %s: %s", one_line(repr(listener)), batch.batch_id,
+                                 type(exc).__name__, one_line(exc))
         return ready
 
     def app(self) -> Any:

@@ -47,6 +47,7 @@ from labelgate.gate import runner
 from labelgate.gate.audit import default_batch_id
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.config.models import Serve
+from labelgate.pipeline.limits import one_line
 from labelgate.pipeline.sources.folders import Folder
 from labelgate.pipeline.store import ResultsStore, record_summary
 
@@ -309,7 +310,7 @@ class DropFolder:
             batch_id, problem = self._batch_id(name)
             job = self.ledger.add(Job(key=key, path=name, batch_id=batch_id, problem=problem))
             if job is not None:
-                self.logger.info("queued %s (%s)", job.batch_id, name)
+                self.logger.info("queued %s (%s)", one_line(job.batch_id), one_line(name))
                 queued.append(job)
         return queued
 
@@ -339,12 +340,12 @@ class DropFolder:
                 store = ResultsStore.from_config(self.config.store)
             record = store.get(job.claim) if job.claim else None
             if record is None or record.batch_id != job.batch_id:
-                self.logger.info("requeued %s: its run was interrupted before its record", job.batch_id)
+                self.logger.info("requeued %s: its run was interrupted before its record", one_line(job.batch_id))
                 self.ledger.requeue(job)
                 continue
             summary = record_summary(record)
-            self.logger.info("recovered %s: %s was recorded by run %s before the interruption", job.batch_id,
-                             summary["decision"], summary["run_id"])
+            self.logger.info("recovered %s: %s was recorded by run %s before the interruption",
+                             one_line(job.batch_id), summary["decision"], summary["run_id"])
             self._announce(summary)
             self.ledger.finish(job, summary)
             recovered.append(summary)
@@ -362,7 +363,7 @@ class DropFolder:
     def gate_job(self, job: Job) -> dict[str, Any]:
         """Gate one queued file, record it done, announce its decision and apply ``serve.after``."""
         attempts = self.ledger.claim(job)
-        self.logger.info("running %s (%s)%s", job.batch_id, job.path,
+        self.logger.info("running %s (%s)%s", one_line(job.batch_id), one_line(job.path),
                          f", attempt {attempts}" if attempts > 1 else "")
         started = time.perf_counter()
         entry = {"batch": self._location(job), "trusted": self.trusted, "batch_id": job.batch_id}
@@ -387,8 +388,10 @@ class DropFolder:
         self.ledger.finish(job, summary)
         self._after(job)
         reasons = "; ".join(summary.get("reasons") or [])
-        self.logger.info("decided %s: %s in %.1f s (run %s)%s", job.batch_id, summary.get("decision"),
-                         time.perf_counter() - started, summary.get("run_id"), f" — {reasons}" if reasons else "")
+        # every value is escaped: a file name or a reason holding a line break cannot forge a line of the log
+        self.logger.info("decided %s: %s in %.1f s (run %s)%s", one_line(job.batch_id), summary.get("decision"),
+                         time.perf_counter() - started, summary.get("run_id"),
+                         f" — {one_line(reasons)}" if reasons else "")
         return summary
 
     def _failed(self, entry: dict[str, Any], exc: BaseException, step: str, job: Job | None = None) -> dict[str, Any]:
@@ -401,7 +404,8 @@ class DropFolder:
         try:
             self.on_decision(summary)
         except Exception as exc:  # best effort: the decision is recorded whatever happens to its announcement
-            self.logger.warning("the decision of %s was not announced: %s", summary.get("batch_id"), exc)
+            self.logger.warning("the decision of %s was not announced: %s", one_line(summary.get("batch_id")),
+                                one_line(exc))
 
     def _after(self, job: Job) -> None:
         try:
@@ -410,7 +414,8 @@ class DropFolder:
             elif self.settings.after == "move" and self.settings.move_to:
                 self.folder.move(job.path, self.settings.move_to)
         except OSError as exc:  # the decision is taken and recorded; the file just stays where it is
-            self.logger.warning("%s could not be %sd after gating: %s", job.path, self.settings.after, exc)
+            self.logger.warning("%s could not be %sd after gating: %s", one_line(job.path), self.settings.after,
+                                one_line(exc))
 
     def _location(self, job: Job) -> str:
         """Where the file of ``job`` is, for messages and records: its URL or local path."""

@@ -29,6 +29,8 @@ MAX_DECOMPRESSION_RATIO, MIN_DECOMPRESSED_BYTES : int
 
 from __future__ import annotations
 
+import logging
+
 MAX_N_BOOT = 100_000
 MAX_CATEGORIES = 1_000
 MAX_CONFIG_BYTES = 1 << 20
@@ -68,3 +70,36 @@ def shown(value: object) -> str:
         return text
     size = len(value) if isinstance(value, str) else len(text)
     return f"{text[:SHOWN_CHARS]}… ({size} characters)"
+
+
+def one_line(value: object) -> str:
+    r"""``str(value)`` on one line and free of control characters: each non-printable character (a line break, an
+    escape sequence, a NUL) is written as its Python escape, so a value from the data (a file name, a batch id, a
+    reason quoting a cell) can never forge a line of a log or drive a terminal.
+
+    Examples
+    --------
+    >>> one_line("rnd\n2026-11-29 INFO decided payroll: ACCEPT")
+    'rnd\\n2026-11-29 INFO decided payroll: ACCEPT'
+    >>> one_line("\x1b[31mred\x1b[0m"), one_line(None)
+    ('\\x1b[31mred\\x1b[0m', 'None')
+    """
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+class OneLineFormatter(logging.Formatter):
+    r"""A formatter whose every record is one line: the message, its arguments and any traceback escaped with
+    :func:`one_line` (``labelgate serve`` and the webhook receiver log through it).
+
+    Examples
+    --------
+    >>> record = logging.LogRecord("x", logging.INFO, "", 0, "decided %s: %s", ("a\nb", "ACCEPT"), None)
+    >>> OneLineFormatter("%(levelname)s %(message)s").format(record)
+    'INFO decided a\\nb: ACCEPT'
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return one_line(super().format(record))
