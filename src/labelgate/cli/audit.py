@@ -98,7 +98,7 @@ def retry_command(
         typer.echo(json.dumps(sent, default=str))
         return
     if not sent:
-        typer.echo("no alert or event was owed")
+        typer.echo("no alert was owed, no event was owed")
     for run_id, outcomes in sent.items():
         for outcome in outcomes:
             state = "sent" if outcome.get("ok") else f"failed: {safe(outcome.get('error'))}"

@@ -19,6 +19,7 @@ The record of a run says it ran as this flow run (its ``orchestration``: the API
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -298,7 +299,10 @@ def send_decided_event(summary: Mapping[str, Any]) -> None:
         except BaseException as exc:
             failure.append(exc)
 
-    thread = threading.Thread(target=run, name="labelgate-decided-event", daemon=True)
+    # the caller's context goes along: Prefect's settings (the API URL, temporary settings) live in context variables,
+    # which a new thread does not inherit
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name="labelgate-decided-event", daemon=True)
     thread.start()
     thread.join(EVENT_TIMEOUT_SECONDS + 5)
     if thread.is_alive():
