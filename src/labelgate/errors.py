@@ -32,6 +32,7 @@ class Reason(StrEnum):
     TOO_MANY_CATEGORIES = "too_many_categories"
     UNREADABLE_INPUT = "unreadable_input"
     MISSING_SETTING = "missing_setting"
+    OUTSIDE_ROOTS = "outside_roots"
     # design errors
     NO_COMMON_ITEMS = "no_common_items"
     INCOMPATIBLE_RATINGS = "incompatible_ratings"

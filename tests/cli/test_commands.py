@@ -105,3 +105,16 @@ def test_rows_left_out_of_the_measurement_are_printed_and_in_the_json():
             "(question 'b') 151") in gate_text(summary)
     assert gate_json(summary)["validation"] == {"trusted": {"n_rows": 13597, "n_valid": 13597, "n_invalid": 0,
                                                             "error_counts": {}, "left_out": left}}
+
+
+def test_gate_with_a_duplicate_config_key_exits_three_naming_it(tmp_path):
+    config = tmp_path / "gate.yaml"
+    config.write_text("gates:\n  - type: normalized_cross_kappa\n    min_value: 0.8\n"
+                      "gates:\n  - type: normalized_cross_kappa\n    min_value: -1\n", encoding="utf-8")
+    batch = tmp_path / "batch.csv"
+    batch.write_text("item_id,rater_id,label,pool\ni1,r1,a,crowd\n", encoding="utf-8")
+    result = runner.invoke(app, ["gate", "--batch", str(batch), "--config", str(config), "--prefect", "never"])
+    assert result.exit_code == 3, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "'gates'" in errors[0] and "line 4" in errors[0] and "gate.yaml" in errors[0]
+    assert "Traceback" not in result.output

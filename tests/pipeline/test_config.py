@@ -112,3 +112,51 @@ def test_sets_spans_and_boxes_are_not_aggregated_in_the_database() -> None:
     with pytest.raises(ConfigError, match="cannot gate them"):
         config_from_dict({"batch": {"format": "sql", "query": "select 1", "url_env": "DB", "aggregate": True},
                           "questions": [{"name": "topics", "level": "set", "distance": "jaccard"}]}, "gate.yaml")
+
+
+# ------------------------------------------------------------------------------------------------ duplicate keys
+LOOSENED = """gates:
+  - type: normalized_cross_kappa
+    min_value: 0.8
+interval: {n_boot: 100, seed: 0}
+gates:
+  - type: normalized_cross_kappa
+    min_value: -1
+"""
+
+
+def test_a_duplicate_top_level_key_is_a_config_error_naming_key_line_and_file(tmp_path):
+    # PyYAML keeps the last copy: the second `gates:` silently loosened the gate to min_value -1
+    path = tmp_path / "gate.yaml"
+    path.write_text(LOOSENED, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"gate\.yaml: line 5: the key 'gates' is set twice \(first on line 1\)"):
+        load_config(path)
+
+
+def test_a_duplicate_nested_key_is_a_config_error(tmp_path):
+    path = tmp_path / "gate.yaml"
+    path.write_text("gates:\n  - type: normalized_cross_kappa\n    min_value: 0.8\n"
+                    "interval:\n  n_boot: 100\n  seed: 0\n  n_boot: 10\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"line 7: the key 'n_boot' is set twice \(first on line 5\)") as caught:
+        load_config(path)
+    assert str(path) in str(caught.value)
+    flow = tmp_path / "flow.yaml"  # a flow mapping, inside a list item
+    flow.write_text("gates:\n  - {type: normalized_cross_kappa, min_value: 0.8, min_value: -1}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"line 2: the key 'min_value' is set twice"):
+        load_config(flow)
+
+
+def test_a_key_merged_in_and_set_again_is_a_duplicate(tmp_path):
+    path = tmp_path / "gate.yaml"
+    path.write_text("interval:\n  <<: {n_boot: 100}\n  n_boot: 10\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"the key 'n_boot' is set twice"):
+        load_config(path)
+
+
+def test_the_same_key_in_two_mappings_is_no_duplicate(tmp_path):
+    path = tmp_path / "gate.yaml"
+    path.write_text("gates:\n  - type: normalized_cross_kappa\n    min_value: 0.8\n"
+                    "  - type: cross_kappa\n    min_value: 0.5\n"
+                    "interval: {n_boot: 100, seed: 0}\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert [g.min_value for g in cfg.gates] == [0.8, 0.5] and cfg.interval.n_boot == 100

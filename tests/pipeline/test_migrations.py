@@ -97,7 +97,7 @@ def test_step_5_adds_the_pending_pair_tallies_and_a_step_4_store_keeps_its_talli
             {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "b", "n": 19, "agree": 10, "candidate": False},
             {"stream_id": 1, "pool": 0, "rater_a": "a", "rater_b": "c", "n": 25, "agree": 20, "candidate": True}])
     assert schema_version(engine) == 4
-    assert migrate(engine) == SCHEMA_VERSION == 6 == schema_version(engine)
+    assert migrate(engine) == SCHEMA_VERSION == schema_version(engine)
     assert _names(engine) == {name for name in t.metadata.tables}
     new = pd.DataFrame({"rater_a": ["a", "b"], "rater_b": ["b", "c"], "n": [1, 2], "agree": [1, 0]})
     with engine.begin() as conn:
@@ -131,13 +131,13 @@ def test_step_6_removes_the_cumulative_rows_of_passes_without_crowd_judgements(f
 
     day = 1_767_571_200_000_000  # 2026-01-05T00:00:00Z in microseconds
     with engine.begin() as conn:
-        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version == 6))
+        conn.execute(t.schema_version_table.delete().where(t.schema_version_table.c.version >= 6))
         conn.execute(w.insert(), [row("cumulative", 0, 0), row("cumulative", 0, 0),
                                   row("cumulative", day, day + 3_600_000_000, value=0.5),
                                   row("window", day, day + 3_600_000_000, index=0, value=0.4)])
     assert schema_version(engine) == 5
-    assert migrate(engine) == SCHEMA_VERSION == 6 == schema_version(engine)
-    assert migrate(engine) == 6
+    assert migrate(engine) == SCHEMA_VERSION == 7 == schema_version(engine)
+    assert migrate(engine) == 7
     with engine.begin() as conn:
         kept = conn.execute(select(w.c.scope, w.c.window_end, w.c.value).order_by(w.c.scope)).all()
     assert [tuple(r) for r in kept] == [("cumulative", day + 3_600_000_000, 0.5),

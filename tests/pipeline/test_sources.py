@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labelgate.errors import InputError, Reason
 from labelgate.pipeline.config import Columns, GateConfig, Source
@@ -249,10 +251,73 @@ def test_content_hash_sees_every_change() -> None:
 
 
 def test_content_hash_agrees_across_read_types(tmp_path: Path) -> None:
-    typed = pd.DataFrame({"item_id": ["1", "2"], "label": [3, 4]})
+    # ids are read as strings whatever the format, so a Parquet and a CSV copy of a table key one decision
+    typed = pd.DataFrame({"item_id": [1, 2], "label": ["x", "y"]})
     typed.to_csv(tmp_path / "t.csv", index=False)
-    as_text = pd.read_csv(tmp_path / "t.csv", dtype=str)
-    assert content_hash(as_text) == content_hash(typed)
+    typed.to_parquet(tmp_path / "t.parquet", index=False)
+    columns = GateConfig().columns
+    from_csv = load_table(Source(), tmp_path / "t.csv", columns=columns)
+    assert content_hash(from_csv) == content_hash(load_table(Source(), tmp_path / "t.parquet", columns=columns))
+
+
+def test_content_hash_tells_a_missing_cell_from_the_text_that_stood_for_it() -> None:
+    # encoding 1 wrote a missing cell as "\x00": these two batches were one key (one served the other's decision)
+    df = pd.DataFrame({"item_id": ["1", "2", "3", "4"], "label": ["x", "y", "x", "y"]})
+    empty, nul = df.assign(item_id=[None, None, None, "4"]), df.assign(item_id=["\x00", "\x00", "\x00", "4"])
+    assert content_hash(empty) != content_hash(nul)
+    assert content_hash(empty) == content_hash(df.assign(item_id=[np.nan, None, pd.NA, "4"]))  # missing is missing
+
+
+CELLS = [None, "", "\x00", "1", 1, 1.0, True, "True", "None", "nan", "a\x1fb", "a", "é"]
+
+
+@pytest.mark.parametrize(("one", "other"), [(a, b) for i, a in enumerate(CELLS) for b in CELLS[i + 1:]],
+                         ids=repr)
+def test_content_hash_tells_any_two_cell_values_apart(one: object, other: object) -> None:
+    # one cell differs, in an object column of other values (types mixed) and as the only value of its column
+    base = ["p", "q"]
+    assert content_hash(pd.DataFrame({"c": [*base, one]})) != content_hash(pd.DataFrame({"c": [*base, other]}))
+    assert content_hash(pd.DataFrame({"c": [one]})) != content_hash(pd.DataFrame({"c": [other]}))
+
+
+def test_content_hash_tells_types_apart() -> None:
+    # the int 1, the float 1.0 and the text "1" may decide differently (a nominal label "1" vs "1.0")
+    ints, floats, text = pd.DataFrame({"c": [1, 2]}), pd.DataFrame({"c": [1.0, 2.0]}), pd.DataFrame({"c": ["1", "2"]})
+    assert len({content_hash(ints), content_hash(floats), content_hash(text)}) == 3
+    # names are length-prefixed: a name holding the old separator is not two columns
+    assert content_hash(pd.DataFrame(columns=["a\x1fb"])) != content_hash(pd.DataFrame(columns=["a", "b"]))
+
+
+@pytest.mark.parametrize("dtype", [object, "string"])
+def test_content_hash_reads_every_string_whole_in_any_row_order(dtype) -> None:
+    # pandas < 3 factorizes text by C strings that end at a NUL: '', '\x00' and 'a\x00b' shared a code, and the
+    # table and its reverse hashed differently. Every value is now hashed whole (in a fixed hash per value).
+    values = ["", "\x00", "a\x00b", "a\x00c", "a"]
+    df = pd.DataFrame({"item_id": values, "label": ["x"] * 5}).astype(dtype)
+    assert content_hash(df) == content_hash(df.iloc[::-1]) == content_hash(df.iloc[[2, 0, 4, 1, 3]])
+    hashes = {content_hash(df.assign(item_id=[v] * 5).astype(dtype)) for v in values}
+    assert len(hashes) == len(values)
+    # pinned: the same table keys the same decision under every supported pandas (and pandas' string dtypes)
+    assert content_hash(df)[:16] == PINNED_NUL_TABLE
+
+
+PINNED_NUL_TABLE = "0bb9ffab64a4742b"
+
+
+texts = st.one_of(st.none(), st.text(max_size=3), st.sampled_from(["", "\x00", "None", "nan"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(texts, texts), min_size=1, max_size=6), data=st.data())
+def test_content_hash_is_injective_on_one_cell_and_stable(rows: list[tuple[str | None, str | None]],
+                                                          data: st.DataObject) -> None:
+    df = pd.DataFrame(rows, columns=["item_id", "label"], dtype=object)
+    assert content_hash(df) == content_hash(df.copy()) == content_hash(df.iloc[::-1])
+    row, column = data.draw(st.integers(0, len(rows) - 1)), data.draw(st.sampled_from(["item_id", "label"]))
+    value = data.draw(texts.filter(lambda v: v != df.at[row, column]))
+    changed = df.copy()
+    changed.at[row, column] = value
+    assert content_hash(changed) != content_hash(df)
 
 
 # ------------------------------------------------------------------------------------------------ questions
@@ -286,3 +351,14 @@ def test_question_frame_question_column() -> None:
     assert question_frame(df, cfg, cfg.questions[0])["label"].tolist() == ["pos"]
     tox = question_frame(df, cfg, cfg.questions[1])
     assert tox["label"].tolist() == ["yes"] and list(tox.index) == [1]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("wk1.bad.csv", "wk1.bad"), ("wk1.good.csv", "wk1.good"), ("batch.csv.gz", "batch"),
+    ("wk1.bad.csv.gz", "wk1.bad"), ("/data/b7.TSV", "b7"), ("b.v2.parquet", "b.v2"), ("b.pq.zst", "b"),
+    ("notes.json", "notes.json"), ("plain", "plain"), (".csv", ".csv"), (None, "batch"),
+])
+def test_batch_id_of_strips_only_table_extensions(name: str | None, expected: str) -> None:
+    from labelgate.pipeline.sources import batch_id_of
+
+    assert batch_id_of(name) == expected

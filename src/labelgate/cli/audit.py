@@ -77,23 +77,45 @@ def retry_command(
     = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print run id → outcomes as JSON.")] = False,
 ) -> None:
-    """Send every alert still owed for the current decision of each batch (none is sent twice)."""
-    from labelgate.gate.alerting import retry_alerts
+    """Send every alert still owed for the current decision of each batch, and every ``labelgate.gate.decided`` event
+    still owed to the Prefect API (none is sent twice)."""
+    from labelgate.gate.alerting import EVENT_CHANNEL, retry_alerts
     from labelgate.gate.audit import as_config
     from labelgate.pipeline.store import ResultsStore
 
     try:
         cfg = as_config(str(config))
         when = datetime.fromisoformat(since) if since else None
-        sent = retry_alerts(ResultsStore.from_config(cfg.store), cfg, batch_id=batch, since=when)
+        store = ResultsStore.from_config(cfg.store)
+        sent = retry_alerts(store, cfg, batch_id=batch, since=when)
+        events = _retry_events(store, batch, when)
     except Exception as exc:
         raise fail(exc, "check the configuration's store, its alert channels and the --since time") from None
+    for run_id, ok in events.items():
+        outcome = {"channel": EVENT_CHANNEL, "ok": ok, "error": None if ok else "the Prefect API did not take it"}
+        sent.setdefault(run_id, []).append(outcome)
     if as_json:
         typer.echo(json.dumps(sent, default=str))
         return
     if not sent:
-        typer.echo("no alert was owed")
+        typer.echo("no alert was owed, no event was owed")
     for run_id, outcomes in sent.items():
         for outcome in outcomes:
             state = "sent" if outcome.get("ok") else f"failed: {safe(outcome.get('error'))}"
             typer.echo(f"run {run_id}  {outcome.get('channel')}  {state}")
+
+
+def _retry_events(store: Any, batch: str | None, since: datetime | None) -> dict[str, bool]:
+    """The owed decided events sent again, when a Prefect API is configured (else they stay owed)."""
+    from labelgate.extras import missing_modules
+
+    if missing_modules("prefect"):
+        return {}
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:
+        return {}
+    from labelgate.flows.gate import send_decided_event
+    from labelgate.gate.alerting import retry_events
+
+    return retry_events(store, send_decided_event, batch_id=batch, since=since)

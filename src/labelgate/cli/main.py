@@ -157,7 +157,7 @@ def _run_gate(config: Path, batch: Path | None, trusted: Path | None, batch_id: 
             if how.mode == "prefect" and how.api_url:  # a served team's automations hear of every decision
                 from labelgate.flows.gate import emit_decided
 
-                emit_decided(stored)
+                emit_decided(stored, cfg)
             return stored, None
     if how.mode == "in-process":
         with _status("Gating the batch", progress):
@@ -198,7 +198,9 @@ def _job(batch: Path | None, trusted: str | None, batch_id: str | None) -> dict[
 
 def _unrecorded(batch: Path | None, batch_id: str | None, reason: str, step: str) -> dict[str, Any]:
     """The ERROR summary of a request refused before there is a store to record it in."""
-    return {"decision": "ERROR", "batch_id": batch_id or (batch.name.split(".")[0] if batch else "batch"),
+    from labelgate.pipeline.sources.tables import batch_id_of  # the one rule for a default batch id
+
+    return {"decision": "ERROR", "batch_id": batch_id or batch_id_of(batch),
             "reasons": [reason], "error_step": step}
 
 

@@ -30,6 +30,7 @@ import typer
 from labelgate.cli._output import fail, safe
 from labelgate.cli.label_studio import DEFAULT_SECRET_ENV, webhook_receiver
 from labelgate.gate.decision import EXIT_CODES
+from labelgate.pipeline.limits import OneLineFormatter
 
 
 def register(app: typer.Typer) -> None:
@@ -88,7 +89,10 @@ def _start(config: Path, trusted: Path | None, watch: str | None, log: logging.L
         from labelgate.flows.serve import DEPLOYMENT_NAME, serve_events_in_background
 
         require_api()
-        on_decision = emit_decided
+
+        def on_decision(summary: dict[str, Any]) -> object:  # through the store's outbox: owed while Prefect is down
+            return emit_decided(summary, cfg)
+
         serve_events_in_background(config, trusted)
         log.info("events: emitting labelgate.gate.decided; deployment labelgate-gate/%s gates on "
                  "labelgate.batch.ready (%s)", DEPLOYMENT_NAME, api)
@@ -108,7 +112,8 @@ def _start(config: Path, trusted: Path | None, watch: str | None, log: logging.L
 
 def _log_to_stderr() -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    # one line per record, every value escaped: a file name holding a line break cannot forge a line of the log
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(message)s"))
     serve_log = logging.getLogger("labelgate.serve")
     serve_log.addHandler(handler)
     serve_log.setLevel(logging.INFO)

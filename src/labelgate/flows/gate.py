@@ -18,6 +18,8 @@ The record of a run says it ran as this flow run (its ``orchestration``: the API
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,12 +33,13 @@ from prefect.states import Completed, Failed, State
 from labelgate.errors import Reason
 from labelgate.flows.api import flow_orchestration
 from labelgate.flows.markdown import markdown_text
+from labelgate.gate import alerting, runner
 from labelgate.gate import measure as measure_step
-from labelgate.gate import runner
 from labelgate.gate import steps as gate
 from labelgate.gate.decision import EXIT_CODES as EXIT_CODES
 from labelgate.gate.watch import DECIDED_EVENT, batch_resource_id, decided_payload
 from labelgate.pipeline.config import ConfigError, GateConfig
+from labelgate.pipeline.store import ResultsStore
 from labelgate.reporting.report import write_gate_report
 
 T = TypeVar("T")
@@ -155,7 +158,8 @@ def final_state(summary: dict[str, Any]) -> State:
 
 @flow(name="labelgate-gate", log_prints=False, validate_parameters=False)
 def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = None, trusted: str | None = None,
-              batch_id: str | None = None, force: bool = False, source: dict[str, Any] | None = None) -> State:
+              batch_id: str | None = None, force: bool = False, source: dict[str, Any] | None = None,
+              roots: list[str] | None = None) -> State:
     """Gate one batch (:func:`labelgate.gate.run` with Prefect tasks and artifacts); see the module for states.
 
     Returns
@@ -163,10 +167,13 @@ def gate_flow(config: str | dict[str, Any] | GateConfig, batch: str | None = Non
     State
         Failed on ERROR (its result is a :class:`GateRunError` with the summary), Completed otherwise (its result
         is the summary). Use :func:`run_gate_flow` to get the summary in every case.
+
+    ``roots``: the folders ``batch`` must resolve inside (the event deployment sets them: a path named by an event
+    outside them is an ERROR and is not read); None for a batch the operator names.
     """
     summary = runner.run(config, batch or None, trusted, batch_id=batch_id, force=force, hooks=_hooks(),
-                         source=source or None)  # an event without a path or a source renders them empty
-    emit_decided(summary)
+                         source=source or None, roots=roots)  # an event without a path or a source renders them empty
+    emit_decided(summary, config)
     return final_state(summary)
 
 
@@ -196,7 +203,7 @@ def gate_batch_task(config: str | dict[str, Any] | GateConfig, batch: str | None
     hooks = runner.Hooks(measure=measure_serially, publish=_publish, on_summary=_artifacts, logger=get_run_logger(),
                          orchestration=flow_orchestration("a batch of a Prefect backlog flow run"))
     summary = runner.run(config, batch, trusted, batch_id=batch_id, force=force, hooks=hooks)
-    emit_decided(summary)
+    emit_decided(summary, config)
     return summary
 
 
@@ -239,28 +246,69 @@ def _backlog_on_runner(cfg: GateConfig, jobs: list[dict[str, Any]], force: bool)
     return summaries
 
 
-def emit_decided(summary: dict[str, Any]) -> bool:
-    """Emit ``labelgate.gate.decided`` for a run summary (resource ``labelgate.batch.<id>``, payload
+def emit_decided(summary: dict[str, Any], config: Any = None) -> bool:
+    """Deliver ``labelgate.gate.decided`` for a run summary (resource ``labelgate.batch.<id>``, payload
     :func:`labelgate.gate.watch.decided_payload`) when a Prefect API is configured (``PREFECT_API_URL``).
 
-    Best effort: returns whether the event was handed to Prefect's events worker; a failure is logged and never
-    changes the decision. Without a configured API nothing is emitted (a local ephemeral API has no listener).
+    The event goes through the outbox of the configuration's store (:func:`labelgate.gate.alerting.deliver_event`):
+    sent synchronously (:func:`send_decided_event`), and when Prefect does not take it, recorded as owed and sent by
+    ``labelgate alerts retry`` once the API is back. Returns whether it was delivered now; a failure is logged and
+    never changes the decision. Without a configured API nothing is owed (a local ephemeral API has no listener).
     """
-    from prefect.events import emit_event
     from prefect.settings import get_current_settings
 
     if not get_current_settings().api.url:
         return False
-    batch_id = str(summary.get("batch_id") or "batch")
+    store = None
     try:
-        event = emit_event(event=DECIDED_EVENT, payload=decided_payload(summary),
-                           resource={"prefect.resource.id": batch_resource_id(batch_id),
+        if config is not None:
+            store = ResultsStore.from_config(runner.as_config(config).store)
+    except Exception as exc:  # the event is still sent, without the outbox
+        runner.LOGGER.warning("the events outbox is not reachable (%s): the event is sent without it", exc)
+    return bool(alerting.deliver_event(store, summary, send_decided_event, runner.LOGGER))
+
+
+#: Seconds one delivery of an event may take (connection included) before it is left owed.
+EVENT_TIMEOUT_SECONDS = 10.0
+
+
+def send_decided_event(summary: Mapping[str, Any]) -> None:
+    """Send ``labelgate.gate.decided`` for ``summary`` to the configured Prefect API now, and return once it is sent.
+
+    Raises when it was not (the API unreachable, a timeout): unlike ``emit_event``, whose background worker drops
+    what it could not send when the process exits, the caller learns the outcome and keeps the event owed.
+    """
+    from prefect.events import Event, Resource
+    from prefect.events.clients import get_events_client
+
+    batch_id = str(summary.get("batch_id") or "batch")
+    event = Event(event=DECIDED_EVENT, payload=decided_payload(dict(summary)),
+                  resource=Resource({"prefect.resource.id": batch_resource_id(batch_id),
                                      "prefect.resource.name": batch_id,
-                                     "labelgate.decision": str(summary.get("decision", "ERROR"))})
-    except Exception as exc:  # an event that cannot be sent is a lost notification, never a different decision
-        runner.LOGGER.warning("the %s event of batch %s was not emitted: %s", DECIDED_EVENT, batch_id, exc)
-        return False
-    return event is not None
+                                     "labelgate.decision": str(summary.get("decision", "ERROR"))}))
+
+    async def send() -> None:
+        async with get_events_client(reconnection_attempts=1) as client:
+            await client.emit(event)
+
+    failure: list[BaseException] = []
+
+    def run() -> None:  # its own event loop, in its own thread: callers may be inside a running loop (a flow)
+        try:
+            asyncio.run(asyncio.wait_for(send(), EVENT_TIMEOUT_SECONDS))
+        except BaseException as exc:
+            failure.append(exc)
+
+    # the caller's context goes along: Prefect's settings (the API URL, temporary settings) live in context variables,
+    # which a new thread does not inherit
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name="labelgate-decided-event", daemon=True)
+    thread.start()
+    thread.join(EVENT_TIMEOUT_SECONDS + 5)
+    if thread.is_alive():
+        raise TimeoutError(f"the event was not sent within {EVENT_TIMEOUT_SECONDS:g} seconds")
+    if failure:
+        raise failure[0]
 
 
 def _artifacts(summary: dict[str, Any]) -> None:

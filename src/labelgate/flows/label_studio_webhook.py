@@ -2,7 +2,9 @@
 
 ``labelgate label-studio-webhook --config gate.yaml`` serves ``POST /label-studio/webhook`` (and ``GET /health``).
 Every delivery must carry the shared secret in the ``X-LabelGate-Secret`` header (the secret is read from an
-environment variable, default ``LABELGATE_WEBHOOK_SECRET``; 401 otherwise); a valid one is answered 202 at once
+environment variable, default ``LABELGATE_WEBHOOK_SECRET``; 401 otherwise, answered from the headers before any of
+the body is read); an authorised body is read streamed, at most :data:`MAX_BODY_BYTES` (413), within
+:data:`BODY_TIMEOUT_SECONDS` (408), and parsed off the event loop; a valid one is answered 202 at once
 (Label Studio waits one second for an answer) and queued in a :class:`~labelgate.gate.ls_webhook.Debouncer`. Once a
 project has been quiet for the quiet period, its batch (the tasks whose annotations were created or updated) is handed
 to every listener; the default listener emits ``labelgate.batch.ready`` with the project URL selecting those tasks as
@@ -19,6 +21,7 @@ short or hand the work over), and a listener that raises is logged and never sto
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -29,11 +32,16 @@ from typing import Any
 from labelgate.errors import InputError, Reason
 from labelgate.gate.ls_webhook import Debouncer, ReadyBatch, parse_delivery, verify
 from labelgate.gate.watch import READY_EVENT, batch_resource_id
+from labelgate.pipeline.limits import one_line
 
 #: The route Label Studio posts to.
 ROUTE = "/label-studio/webhook"
 #: The largest delivery body accepted (bytes).
 MAX_BODY_BYTES = 32 * 1024 * 1024
+#: Seconds a caller has to send a whole body once its headers are in (Label Studio sends it at once).
+BODY_TIMEOUT_SECONDS = 30.0
+#: Connections served at once; more are answered 503 by the server before the application sees them.
+MAX_CONNECTIONS = 64
 LOGGER = logging.getLogger("labelgate.label_studio_webhook")
 Listener = Callable[[ReadyBatch], object]
 
@@ -125,11 +133,17 @@ class WebhookReceiver:
         """Call ``listener(batch)`` for every ready batch."""
         self.listeners.append(listener)
 
+    def authorized(self, headers: Any) -> bool:
+        """Whether the headers carry the shared secret (counts a refusal when they do not)."""
+        if verify(headers, self._secret):
+            return True
+        self.refused += 1
+        return False
+
     def receive(self, headers: dict[str, str], body: Any, now: float | None = None) -> tuple[int, dict[str, Any]]:
         """Handle one delivery: ``(HTTP status, JSON answer)`` — 401 without the secret, 400 for a body that is not a
         delivery, 202 otherwise (queued, or ignored for another project)."""
-        if not verify(headers, self._secret):
-            self.refused += 1
+        if not self.authorized(headers):
             return 401, {"detail": "missing or wrong X-LabelGate-Secret header"}
         try:
             delivery = parse_delivery(body)
@@ -150,14 +164,15 @@ class WebhookReceiver:
                 try:
                     listener(batch)
                 except Exception as exc:  # one listener's failure never stops the others or the receiver
-                    LOGGER.error("listener %r failed on batch %s: %s: %s", listener, batch.batch_id,
-                                 type(exc).__name__, exc)
+                    LOGGER.error("listener %s failed on batch %s: %s: %s", one_line(repr(listener)), batch.batch_id,
+                                 type(exc).__name__, one_line(exc))
         return ready
 
     def app(self) -> Any:
         """The FastAPI application: ``POST /label-studio/webhook`` and ``GET /health``."""
         from fastapi import FastAPI
         from fastapi.responses import JSONResponse
+        from starlette.concurrency import run_in_threadpool
 
         app = FastAPI(title="LabelGate Label Studio webhook receiver", docs_url=None, redoc_url=None)
 
@@ -166,17 +181,27 @@ class WebhookReceiver:
             return JSONResponse({"status": "ok", "received": self.received, "refused": self.refused,
                                  "pending": self.debouncer.pending()})
 
+        def refuse(status: int, detail: str) -> JSONResponse:
+            # the body is left unread: the connection is closed rather than drained
+            return JSONResponse({"detail": detail}, status_code=status, headers={"Connection": "close"})
+
         async def webhook(request: Any) -> JSONResponse:
+            # A stranger costs the headers only: the secret is checked before a byte of the body is read, and an
+            # authorised body is read streamed, at most MAX_BODY_BYTES, within BODY_TIMEOUT_SECONDS, and parsed off
+            # the event loop.
+            if not self.authorized(request.headers):
+                return refuse(401, "missing or wrong X-LabelGate-Secret header")
+            limit = MAX_BODY_BYTES
             size = request.headers.get("content-length")
-            if size is not None and size.isdigit() and int(size) > MAX_BODY_BYTES:
-                return JSONResponse({"detail": f"a delivery is at most {MAX_BODY_BYTES} bytes"}, status_code=413)
-            raw = await request.body()
-            if len(raw) > MAX_BODY_BYTES:
-                return JSONResponse({"detail": f"a delivery is at most {MAX_BODY_BYTES} bytes"}, status_code=413)
+            if size is not None and size.isdigit() and int(size) > limit:
+                return refuse(413, f"a delivery is at most {limit} bytes")
             try:
-                body = json.loads(raw)
-            except ValueError:
-                body = None
+                raw = await asyncio.wait_for(_bounded_body(request, limit), BODY_TIMEOUT_SECONDS)
+            except _BodyTooLargeError:
+                return refuse(413, f"a delivery is at most {limit} bytes")
+            except TimeoutError:
+                return refuse(408, f"the delivery's body was not sent within {BODY_TIMEOUT_SECONDS:g} seconds")
+            body = await run_in_threadpool(_json_or_none, raw)
             status, answer = self.receive(dict(request.headers), body)
             return JSONResponse(answer, status_code=status)
 
@@ -191,7 +216,8 @@ class WebhookReceiver:
         import uvicorn
 
         server = uvicorn.Server(uvicorn.Config(self.app(), host=host, port=port, log_level="warning",
-                                               lifespan="off"))
+                                               lifespan="off", limit_concurrency=MAX_CONNECTIONS,
+                                               timeout_keep_alive=5))
         thread = threading.Thread(target=server.run, name="labelgate-ls-webhook", daemon=True)
         thread.start()
         deadline = time.monotonic() + 30
@@ -209,3 +235,26 @@ class WebhookReceiver:
             server.should_exit = True
             thread.join(timeout=10)
             self.tick(flush=True)
+
+
+class _BodyTooLargeError(Exception):
+    """A body longer than the limit (raised while it is read, before the rest is received)."""
+
+
+async def _bounded_body(request: Any, limit: int) -> bytes:
+    """The request's body, read as it streams in; :class:`_BodyTooLargeError` as soon as it passes ``limit`` bytes
+    (a chunked body has no Content-Length to refuse it by)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLargeError
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None

@@ -12,8 +12,10 @@ its ``:name`` placeholders — never SQL, never credentials::
     payload={"batch_id": "b42", "source": {"name": "vendor_db", "params": {"batch": "b42"}}}
 
 The trigger starts a run of :func:`labelgate.flows.gate.gate_flow` with ``batch`` and ``batch_id`` from the payload
-and ``config`` / ``trusted`` from the deployment; the run emits ``labelgate.gate.decided`` like every gate run.
-``labelgate serve`` serves it next to the drop folder when a Prefect API is configured.
+and ``config`` / ``trusted`` / ``roots`` from the deployment (a ``path`` that resolves outside the drop folder,
+``serve.roots`` and the folder of ``batch.path`` is an ERROR, and the file is not read); the run emits
+``labelgate.gate.decided`` like every gate run. ``labelgate serve`` serves it next to the drop folder when a Prefect
+API is configured.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from labelgate.flows.gate import gate_flow
-from labelgate.gate.watch import READY_EVENT
+from labelgate.gate.watch import READY_EVENT, event_roots
 
 DEPLOYMENT_NAME = "labelgate-gate-on-event"
 
@@ -43,7 +45,11 @@ def event_deployment(config: str | Path, trusted: str | Path | None = None, name
     """
     from prefect.events import DeploymentEventTrigger
 
-    parameters: dict[str, Any] = {"config": str(Path(config).resolve())}
+    from labelgate.pipeline.config import load_config
+
+    # an event names a path; only files inside these folders are read (the trigger cannot change this parameter)
+    parameters: dict[str, Any] = {"config": str(Path(config).resolve()),
+                                  "roots": event_roots(load_config(config))}
     if trusted is not None:
         parameters["trusted"] = str(Path(trusted).resolve())
     trigger = DeploymentEventTrigger(

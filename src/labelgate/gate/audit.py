@@ -20,6 +20,7 @@ from labelgate.gate import alerting
 from labelgate.pipeline import sources
 from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
 from labelgate.pipeline.migrations import SCHEMA_VERSION
+from labelgate.pipeline.sources.tables import batch_id_of
 from labelgate.pipeline.store import GateRecord, ResultsStore, inputs_digest, record_summary
 
 #: The key of a record's ``validation`` JSON that says how its request ran. The audit log has no column for it, so
@@ -85,8 +86,11 @@ def as_config(config: Any) -> GateConfig:
 
 
 def default_batch_id(batch: str | None) -> str:
-    """The batch file's stem (``batch`` when there is no file)."""
-    return Path(batch).name.split(".")[0] if batch else "batch"
+    """The batch file's name without its table extensions (``batch`` when there is no file).
+
+    See :func:`labelgate.pipeline.sources.tables.batch_id_of`, the one rule for a default batch id.
+    """
+    return batch_id_of(batch)
 
 
 def digest_of(cfg: GateConfig, crowd: Any, trusted: Any) -> tuple[str, str, str]:

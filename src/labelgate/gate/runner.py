@@ -57,6 +57,7 @@ from labelgate.gate.decision import GateDecision
 from labelgate.pipeline import units
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
+from labelgate.pipeline.sources.folders import inside_roots
 from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
 
 T = TypeVar("T")
@@ -99,7 +100,8 @@ class Hooks:
 
 def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path | None = None,
         trusted: str | Path | None = None, *, batch_id: str | None = None, force: bool = False,
-        hooks: Hooks | None = None, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        hooks: Hooks | None = None, source: Mapping[str, Any] | None = None,
+        run_id: str | None = None, roots: list[str] | None = None) -> dict[str, Any]:
     """Gate one batch against the trusted replication and return the run summary.
 
     Parameters
@@ -119,6 +121,14 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     source : mapping, optional
         ``{"name": NAME, "params": {...}}``: read the batch from the configuration's named SQL source ``sources.NAME``
         with these values for its ``:name`` placeholders (the form a ``labelgate.batch.ready`` event carries).
+    run_id : str, optional
+        The id of the record this request writes (default: a new UUID). A caller that must later recognise its own
+        record passes it: the served drop folder writes it into its ledger as the claim token of a file before the
+        run starts, and after a crash adopts only the record with that id (:mod:`labelgate.gate.watch`).
+    roots : list of str, optional
+        The folders ``batch`` must resolve inside (symbolic links followed), for a path named by someone other than
+        the operator (a ``labelgate.batch.ready`` event, a drop folder). Outside them the run is an ERROR (reason
+        ``outside_roots``, step ``load``) and nothing of the file is read. None: no restriction.
 
     Returns
     -------
@@ -133,12 +143,12 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     hooks = hooks or Hooks()
     started = datetime.now(UTC)
     timing: dict[str, float] = {}
-    state = new_state(batch_id, None if batch is None else str(batch))
+    state = new_state(batch_id, None if batch is None else str(batch), run_id)
     state["orchestration"] = hooks.orchestration
     with ExitStack() as locks:  # the run's key lock is held until its record (even an ERROR one) is stored
         state["locks"] = locks
         try:
-            summary = _run(config, batch, trusted, force, state, timing, hooks, source)
+            summary = _run(config, batch, trusted, force, state, timing, hooks, source, roots)
         except Exception as exc:  # fail closed: every failure ends as ERROR, never ACCEPT
             hooks.logger.error("gate failed in step %r: %s", state["step"], steps.describe_error(exc))
             summary = error_summary(state, exc, started, timing, hooks.publish)
@@ -150,15 +160,15 @@ def run(config: str | Path | Mapping[str, Any] | GateConfig, batch: str | Path |
     return summary
 
 
-def new_state(batch_id: str | None, batch: str | None) -> dict[str, Any]:
-    """What a run knows so far (its ERROR record is built from this)."""
-    return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "run_id": str(uuid.uuid4()),
+def new_state(batch_id: str | None, batch: str | None, run_id: str | None = None) -> dict[str, Any]:
+    """What a run knows so far (its ERROR record is built from this); ``run_id`` default: a new UUID."""
+    return {"step": "config", "batch_id": batch_id or default_batch_id(batch), "run_id": run_id or str(uuid.uuid4()),
             "batch_hash": None, "trusted_hash": None, "config_hash": None, "store": None, "cfg": None, "locks": None,
             "orchestration": None}
 
 
 def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, Any], timing: dict[str, float],
-         hooks: Hooks, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+         hooks: Hooks, source: Mapping[str, Any] | None = None, roots: list[str] | None = None) -> dict[str, Any]:
     started = datetime.now(UTC)
     call = hooks.step
     cfg = as_config(config)
@@ -172,6 +182,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         state.update(cfg=cfg, config_hash=cfg.digest())
         batch = None
     state["step"] = "load"
+    if roots is not None and batch is not None:  # a path named by an event: read only inside the allowed folders
+        batch = inside_roots(batch, list(roots), "the batch file")
     cfg, crowd, trusted_df, selection = timed(timing, "load",
                                               lambda: call("load", steps.load_inputs, cfg, batch, trusted))
     state.update(cfg=cfg, config_hash=cfg.digest())
@@ -370,10 +382,10 @@ def error_summary(state: dict[str, Any], exc: BaseException, started: datetime, 
 
 def failed_batch(cfg: GateConfig, job: Mapping[str, Any], exc: BaseException, step: str,
                  publish: Callable[[dict[str, Any], Path], dict[str, str]] | None = None,
-                 orchestration: Orchestration | None = None) -> dict[str, Any]:
+                 orchestration: Orchestration | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The ERROR summary of a batch whose run could not even start (its worker, its transport or the Prefect API
-    failed); ``orchestration`` is how the request was to run."""
-    state = new_state(job.get("batch_id"), job.get("batch"))
+    failed); ``orchestration`` is how the request was to run, ``run_id`` the id of its record (default: new)."""
+    state = new_state(job.get("batch_id"), job.get("batch"), run_id)
     state.update(cfg=cfg, config_hash=cfg.digest(), step=step, orchestration=orchestration)
     try:
         state["store"] = ResultsStore.from_config(cfg.store)

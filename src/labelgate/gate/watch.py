@@ -15,9 +15,12 @@
   ERROR decision recorded in the audit log like any other, and is done: it is never retried in a loop. A changed
   file (new size or modification time) is a new arrival.
 - **Crash recovery.** One server holds the ledger's lock (an ``flock``, released by the kernel when the process
-  dies). At start-up a file left *running* by a killed server is looked up in the audit log
-  (:mod:`labelgate.pipeline.store`): a record of its batch written since it was claimed is its decision (recorded
-  in the ledger and announced again, never recomputed); otherwise it is gated again. The run lock of the gate
+  dies). Claiming a file writes a claim token into its ledger row before the gate starts: the run id the gate then
+  gives its record. At start-up a file left *running* by a killed server is looked up in the audit log
+  (:mod:`labelgate.pipeline.store`) by that token alone: the record with the claimed run id (and the file's batch
+  id) is its decision (recorded in the ledger and announced again, never recomputed); otherwise it is gated again
+  from its own content. A record of the same batch id written by anyone else — ``labelgate gate --batch-id wk7``
+  on other inputs, another server — is never adopted: it was not computed from this file. The run lock of the gate
   (:mod:`labelgate.pipeline.run_lock`) still serialises identical inputs gated from elsewhere. A batch that
   interrupted ``serve.max_attempts`` runs is recorded as ERROR instead of being tried forever.
 - **Decisions out.** ``on_decision(summary)`` is called once per decision (the CLI emits the Prefect event
@@ -31,6 +34,7 @@ import logging
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +47,7 @@ from labelgate.gate import runner
 from labelgate.gate.audit import default_batch_id
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.config.models import Serve
+from labelgate.pipeline.limits import one_line
 from labelgate.pipeline.sources.folders import Folder
 from labelgate.pipeline.store import ResultsStore, record_summary
 
@@ -103,6 +108,24 @@ def serve_settings(config: GateConfig, *, watch: str | Path | None = None) -> Se
     return settings.model_copy(update=update)
 
 
+def event_roots(config: GateConfig) -> list[str]:
+    """The folders a ``labelgate.batch.ready`` event's ``path`` may name: the local drop folder (``serve.watch``),
+    ``serve.roots``, and the folder of ``batch.path`` (each resolved; none: every path is refused).
+
+    >>> cfg = GateConfig.model_validate({"serve": {"watch": "/srv/drop", "roots": ["/data/batches"]},
+    ...                                  "batch": {"path": "/srv/in/new.csv"}})
+    >>> event_roots(cfg)
+    ['/srv/drop', '/data/batches', '/srv/in']
+    """
+    from labelgate.pipeline.sources.folders import is_url
+
+    roots = [config.serve.watch] if config.serve.watch and not is_url(config.serve.watch) else []
+    roots += config.serve.roots
+    if config.batch.path and config.batch.format not in ("sql", "label_studio"):
+        roots.append(str(Path(config.batch.path).parent))
+    return [str(Path(root).resolve()) for root in dict.fromkeys(roots)]
+
+
 @dataclass
 class Job:
     """One arrived file in the ledger."""
@@ -115,6 +138,7 @@ class Job:
     attempts: int = 0
     claimed_at: str | None = None
     problem: str | None = None
+    claim: str | None = None
 
 
 class Ledger:
@@ -152,6 +176,9 @@ class Ledger:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._guard = threading.Lock()
         self._db.execute(self._SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(serve_files)")}
+        if "claim" not in columns:  # a ledger written before claim tokens: its running rows are gated again
+            self._db.execute("ALTER TABLE serve_files ADD COLUMN claim TEXT")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -183,17 +210,19 @@ class Ledger:
         """The ledger's files in these states, in arrival order."""
         marks = ",".join("?" * len(statuses))
         with self._tx() as db:
-            rows = db.execute(f"SELECT key, path, batch_id, seq, status, attempts, claimed_at, problem FROM "
+            rows = db.execute(f"SELECT key, path, batch_id, seq, status, attempts, claimed_at, problem, claim FROM "
                               f"serve_files WHERE status IN ({marks}) ORDER BY seq", statuses).fetchall()
         return [Job(*row) for row in rows]
 
     def claim(self, job: Job) -> int:
-        """Mark a file running; the number of runs it has started, this one included."""
+        """Mark a file running under a new claim token (``job.claim``, the run id its record will carry), committed
+        before the gate starts; the number of runs it has started, this one included."""
+        token = str(uuid.uuid4())
         with self._tx() as db:
-            db.execute("UPDATE serve_files SET status = 'running', attempts = attempts + 1, claimed_at = ? "
-                       "WHERE key = ?", (_now(), job.key))
+            db.execute("UPDATE serve_files SET status = 'running', attempts = attempts + 1, claimed_at = ?, "
+                       "claim = ? WHERE key = ?", (_now(), token, job.key))
             row = db.execute("SELECT attempts, claimed_at FROM serve_files WHERE key = ?", (job.key,)).fetchone()
-        job.status, job.attempts, job.claimed_at = "running", int(row[0]), row[1]
+        job.status, job.attempts, job.claimed_at, job.claim = "running", int(row[0]), row[1], token
         return job.attempts
 
     def requeue(self, job: Job) -> None:
@@ -281,7 +310,7 @@ class DropFolder:
             batch_id, problem = self._batch_id(name)
             job = self.ledger.add(Job(key=key, path=name, batch_id=batch_id, problem=problem))
             if job is not None:
-                self.logger.info("queued %s (%s)", job.batch_id, name)
+                self.logger.info("queued %s (%s)", one_line(job.batch_id), one_line(name))
                 queued.append(job)
         return queued
 
@@ -302,21 +331,21 @@ class DropFolder:
     # -- gating ---------------------------------------------------------------------------------------------
 
     def recover(self) -> list[dict[str, Any]]:
-        """Settle the files a killed server left running: recorded since their claim → done; else queued again."""
+        """Settle the files a killed server left running: the record carrying their claim token → done; else
+        queued again (gated from their own content)."""
         recovered = []
         store = None
         for job in self.ledger.jobs("running"):
             if store is None:
                 store = ResultsStore.from_config(self.config.store)
-            since = datetime.fromisoformat(job.claimed_at) if job.claimed_at else None
-            records = store.list_runs(1, batch_id=job.batch_id, since=since)
-            if not records:
-                self.logger.info("requeued %s: its run was interrupted", job.batch_id)
+            record = store.get(job.claim) if job.claim else None
+            if record is None or record.batch_id != job.batch_id:
+                self.logger.info("requeued %s: its run was interrupted before its record", one_line(job.batch_id))
                 self.ledger.requeue(job)
                 continue
-            summary = record_summary(records[0])
-            self.logger.info("recovered %s: %s was recorded by run %s before the interruption", job.batch_id,
-                             summary["decision"], summary["run_id"])
+            summary = record_summary(record)
+            self.logger.info("recovered %s: %s was recorded by run %s before the interruption",
+                             one_line(job.batch_id), summary["decision"], summary["run_id"])
             self._announce(summary)
             self.ledger.finish(job, summary)
             recovered.append(summary)
@@ -334,36 +363,40 @@ class DropFolder:
     def gate_job(self, job: Job) -> dict[str, Any]:
         """Gate one queued file, record it done, announce its decision and apply ``serve.after``."""
         attempts = self.ledger.claim(job)
-        self.logger.info("running %s (%s)%s", job.batch_id, job.path,
+        self.logger.info("running %s (%s)%s", one_line(job.batch_id), one_line(job.path),
                          f", attempt {attempts}" if attempts > 1 else "")
         started = time.perf_counter()
         entry = {"batch": self._location(job), "trusted": self.trusted, "batch_id": job.batch_id}
         if job.problem is not None:
-            summary = self._failed(entry, ServeError(job.problem), "sidecar")
+            summary = self._failed(entry, ServeError(job.problem), "sidecar", job)
         elif attempts > self.settings.max_attempts:
             summary = self._failed(entry, ServeError(
-                f"the served gate was interrupted {attempts - 1} times while gating this file"), "serve")
+                f"the served gate was interrupted {attempts - 1} times while gating this file"), "serve", job)
         else:
             try:
                 local = self.folder.local_copy(job.path, self.cache)
                 try:
                     summary = self.gate(self.config, str(local), self.trusted, batch_id=job.batch_id,
-                                        hooks=self.hooks)
+                                        hooks=self.hooks, run_id=job.claim)
                 finally:
                     if self.folder.remote:
                         local.unlink(missing_ok=True)
             except Exception as exc:  # the gate fails closed itself; this guards the loop against anything else
+                # a fresh run id: the gate may have stored a record under the claim before it raised
                 summary = self._failed(entry, exc, "serve")
         self._announce(summary)
         self.ledger.finish(job, summary)
         self._after(job)
         reasons = "; ".join(summary.get("reasons") or [])
-        self.logger.info("decided %s: %s in %.1f s (run %s)%s", job.batch_id, summary.get("decision"),
-                         time.perf_counter() - started, summary.get("run_id"), f" — {reasons}" if reasons else "")
+        # every value is escaped: a file name or a reason holding a line break cannot forge a line of the log
+        self.logger.info("decided %s: %s in %.1f s (run %s)%s", one_line(job.batch_id), summary.get("decision"),
+                         time.perf_counter() - started, summary.get("run_id"),
+                         f" — {one_line(reasons)}" if reasons else "")
         return summary
 
-    def _failed(self, entry: dict[str, Any], exc: BaseException, step: str) -> dict[str, Any]:
-        return runner.failed_batch(self.config, entry, exc, step, self.hooks.publish)
+    def _failed(self, entry: dict[str, Any], exc: BaseException, step: str, job: Job | None = None) -> dict[str, Any]:
+        return runner.failed_batch(self.config, entry, exc, step, self.hooks.publish,
+                                   run_id=None if job is None else job.claim)
 
     def _announce(self, summary: dict[str, Any]) -> None:
         if self.on_decision is None:
@@ -371,7 +404,8 @@ class DropFolder:
         try:
             self.on_decision(summary)
         except Exception as exc:  # best effort: the decision is recorded whatever happens to its announcement
-            self.logger.warning("the decision of %s was not announced: %s", summary.get("batch_id"), exc)
+            self.logger.warning("the decision of %s was not announced: %s", one_line(summary.get("batch_id")),
+                                one_line(exc))
 
     def _after(self, job: Job) -> None:
         try:
@@ -380,7 +414,8 @@ class DropFolder:
             elif self.settings.after == "move" and self.settings.move_to:
                 self.folder.move(job.path, self.settings.move_to)
         except OSError as exc:  # the decision is taken and recorded; the file just stays where it is
-            self.logger.warning("%s could not be %sd after gating: %s", job.path, self.settings.after, exc)
+            self.logger.warning("%s could not be %sd after gating: %s", one_line(job.path), self.settings.after,
+                                one_line(exc))
 
     def _location(self, job: Job) -> str:
         """Where the file of ``job`` is, for messages and records: its URL or local path."""

@@ -26,6 +26,7 @@ from sqlalchemy.pool import StaticPool
 #: Advisory-lock keys (any constant int64 works): schema migrations, and the monitor's passes.
 MIGRATION_LOCK = 0x4C47_5354  # "LGST"
 MONITOR_PASS_LOCK = 0x4C47_4D4E  # "LGMN"
+ALERT_CLAIM_LOCK = 0x4C47_414C  # "LGAL"
 
 
 #: Set on every connection to a SQLite file: a 32 MiB page cache (KiB when negative). On a monitor pass at 10⁷

@@ -21,9 +21,15 @@ MAX_HEADER_CHARS : int
     Characters of a CSV header line: 10,000 columns of up to 100 characters each.
 MAX_LABEL_CHARS : int
     Characters of one label; a longer label is an invalid row (quarantined), not a category.
+MAX_DECOMPRESSION_RATIO, MIN_DECOMPRESSED_BYTES : int
+    A compressed table file (``.gz``, ``.bz2``, ``.xz``, ``.zip``, ``.zst``; a Parquet file's pages) may expand to
+    :func:`decompressed_limit` of its size: ``MAX_DECOMPRESSION_RATIO`` times its size, and at least
+    ``MIN_DECOMPRESSED_BYTES`` (64 MiB). Label tables compress 5 to 30 times; a compression bomb a thousand times.
 """
 
 from __future__ import annotations
+
+import logging
 
 MAX_N_BOOT = 100_000
 MAX_CATEGORIES = 1_000
@@ -31,6 +37,19 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_COLUMNS = 10_000
 MAX_HEADER_CHARS = 1 << 20
 MAX_LABEL_CHARS = 1_000
+MAX_DECOMPRESSION_RATIO = 100
+MIN_DECOMPRESSED_BYTES = 64 << 20
+
+
+def decompressed_limit(compressed_bytes: int) -> int:
+    """Bytes a compressed file of ``compressed_bytes`` may expand to.
+
+    Examples
+    --------
+    >>> decompressed_limit(1_000) == MIN_DECOMPRESSED_BYTES, decompressed_limit(10 << 20) == 1000 << 20
+    (True, True)
+    """
+    return max(MIN_DECOMPRESSED_BYTES, MAX_DECOMPRESSION_RATIO * max(compressed_bytes, 0))
 
 #: Characters of a value quoted in an error or quarantine message (longer values are cut, with their length).
 SHOWN_CHARS = 40
@@ -51,3 +70,36 @@ def shown(value: object) -> str:
         return text
     size = len(value) if isinstance(value, str) else len(text)
     return f"{text[:SHOWN_CHARS]}… ({size} characters)"
+
+
+def one_line(value: object) -> str:
+    r"""``str(value)`` on one line and free of control characters: each non-printable character (a line break, an
+    escape sequence, a NUL) is written as its Python escape, so a value from the data (a file name, a batch id, a
+    reason quoting a cell) can never forge a line of a log or drive a terminal.
+
+    Examples
+    --------
+    >>> one_line("rnd\n2026-11-29 INFO decided payroll: ACCEPT")
+    'rnd\\n2026-11-29 INFO decided payroll: ACCEPT'
+    >>> one_line("\x1b[31mred\x1b[0m"), one_line(None)
+    ('\\x1b[31mred\\x1b[0m', 'None')
+    """
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+class OneLineFormatter(logging.Formatter):
+    r"""A formatter whose every record is one line: the message, its arguments and any traceback escaped with
+    :func:`one_line` (``labelgate serve`` and the webhook receiver log through it).
+
+    Examples
+    --------
+    >>> record = logging.LogRecord("x", logging.INFO, "", 0, "decided %s: %s", ("a\nb", "ACCEPT"), None)
+    >>> OneLineFormatter("%(levelname)s %(message)s").format(record)
+    'INFO decided a\\nb: ACCEPT'
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return one_line(super().format(record))

@@ -11,7 +11,8 @@ Step 4 replaces the index of the monitor's collusion candidates by a partial cov
 reads its candidate pairs without scanning every pair tallied so far. Step 5 adds the monitor's table of pending pair
 tallies (a pass writes its tallies there; they are folded into the pairs table at a bounded cadence). Step 6 mends
 the monitor's series: earlier releases stored a cumulative row for a pass that had merged no crowd judgement yet,
-dated at time 0 (1970-01-01) and with nothing measured; those rows go (a pass now stores none).
+dated at time 0 (1970-01-01) and with nothing measured; those rows go (a pass now stores none). Step 7 gives the
+alert ledger a claim (token and time): a sender claims a row in a transaction before it sends.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import MIGRATION_LOCK, transaction
 
 #: Version of the schema this code reads and writes.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _MONITOR_TABLES: tuple[Table, ...] = (
     t.monitors_table,
@@ -145,6 +146,15 @@ def _step_6(conn: Connection) -> None:
     conn.execute(w.delete().where(w.c.scope == "cumulative", w.c.window_end <= 0))
 
 
+def _step_7(conn: Connection) -> None:
+    # The alert ledger's claim: read, send, then record let concurrent requests send one alert several times.
+    have = {column["name"] for column in inspect(conn).get_columns(t.alert_deliveries_table.name)}
+    for name in ("claim", "claimed_at"):
+        if name not in have:
+            kind = t.alert_deliveries_table.c[name].type.compile(dialect=conn.dialect)
+            conn.execute(text(f"ALTER TABLE {t.alert_deliveries_table.name} ADD COLUMN {name} {kind}"))
+
+
 _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _step_1),
     2: ("monitor tables (streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, passes) "
@@ -155,6 +165,7 @@ _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
         _step_4),
     5: ("monitor pair deltas: a pass's pair tallies pending until they are folded into the pairs table", _step_5),
     6: ("monitor series: the cumulative rows of passes without crowd judgements (dated 1970-01-01) removed", _step_6),
+    7: ("alert ledger: a claim (token, time) taken in a transaction before a channel is sent to", _step_7),
 }
 
 

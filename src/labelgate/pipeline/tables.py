@@ -80,6 +80,9 @@ alert_deliveries_table = Table(
     Column("attempts", Integer, nullable=False),
     Column("error", Text, nullable=True),
     Column("sent_at", DateTime(timezone=True), nullable=True),
+    # the claim of the call sending it now (a token), and when it was taken; cleared with the outcome
+    Column("claim", String(36), nullable=True),
+    Column("claimed_at", DateTime(timezone=True), nullable=True),
 )
 
 # --- the monitor ---------------------------------------------------------------------------------------------

@@ -29,9 +29,9 @@ def load_config(path: str | Path, model: type[ConfigT] = GateConfig) -> ConfigT:
     Raises
     ------
     ConfigError
-        The file is missing, larger than :data:`~labelgate.pipeline.limits.MAX_CONFIG_BYTES`, not YAML or uses
-        YAML anchors or aliases, or a key is unknown or invalid; the message names the file and the key path
-        (e.g. ``gates[1].min_value``) and the value.
+        The file is missing, larger than :data:`~labelgate.pipeline.limits.MAX_CONFIG_BYTES`, not YAML, uses
+        YAML anchors or aliases or sets a key twice in one mapping, or a key is unknown or invalid; the message
+        names the file and the key path (e.g. ``gates[1].min_value``) and the value.
 
     Examples
     --------
@@ -64,6 +64,36 @@ class _NoAliasLoader(yaml.SafeLoader):
                                  "allowed in a configuration; write the values out")
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The mapping of ``node``, refusing a key written twice (at any depth: every mapping is built here).
+
+        YAML leaves a duplicate key to the loader and PyYAML keeps the last copy, so a second ``gates:`` written
+        below the first silently replaced it (``min_value: -1`` accepting every batch). A key merged in with
+        ``<<`` counts too: the mapping is flattened first.
+        """
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
+        first_lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first_lines.get(key)
+            except TypeError:  # an unhashable key: the constructor below says so with its position
+                continue
+            line = key_node.start_mark.line + 1
+            if seen is not None:
+                raise _DuplicateKeyError(key, line, seen)
+            first_lines[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKeyError(yaml.YAMLError):
+    """A mapping key written twice: ``key``, the ``line`` of the second copy and the ``first`` line (1-based)."""
+
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.line, self.first = key, line, first
+
 
 def read_yaml(path: Path) -> Any:
     """The YAML document of a configuration file, bounded in size, without anchors or aliases.
@@ -71,7 +101,8 @@ def read_yaml(path: Path) -> Any:
     Raises
     ------
     ConfigError
-        The file cannot be read, is larger than the limit, is not UTF-8, is not YAML or uses anchors or aliases.
+        The file cannot be read, is larger than the limit, is not UTF-8, is not YAML, uses anchors or aliases, or
+        sets a key twice in one mapping (the message names the key, its line and the file).
     """
     try:
         with open(path, "rb") as handle:  # read one byte past the limit: a pipe or device has no size to check
@@ -86,6 +117,10 @@ def read_yaml(path: Path) -> Any:
         data = yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)  # a SafeLoader: no arbitrary objects
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}).", file=str(path)) from None
+    except _DuplicateKeyError as exc:
+        raise ConfigError(f"{path}: line {exc.line}: the key {shown(exc.key)} is set twice (first on line "
+                          f"{exc.first}); a YAML key may appear once per mapping — keep one copy.",
+                          file=str(path), key=str(exc.key), line=exc.line) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc}).", file=str(path)) from None
     return data
@@ -122,6 +157,8 @@ def resolve_paths(config: GateT, base: Path) -> GateT:
     serve = config.serve  # the served gate's drop folder, archive and ledger
     moved: dict[str, Any] = {name: under(getattr(serve, name)) for name in ("watch", "move_to", "state")
              if getattr(serve, name) and name in serve.model_fields_set}
+    if serve.roots and "roots" in serve.model_fields_set:
+        moved["roots"] = [under(root) for root in serve.roots]
     if moved:
         update["serve"] = serve.model_copy(update=moved)
     if "dir" in config.reports.model_fields_set:

@@ -482,6 +482,10 @@ class Serve(_Strict):
     max_attempts: int = Field(default=3, ge=1, le=100,
                               description="Runs interrupted (server killed) before a batch is recorded as ERROR.")
     events: bool = Field(default=True, description="Prefect events in and out when PREFECT_API_URL is set.")
+    roots: list[str] = Field(default=[], max_length=100,
+                             description="Folders besides the drop folder (and the folder of `batch.path`) whose "
+                                         "files a `labelgate.batch.ready` event may name; a path outside them is "
+                                         "an ERROR and is not read.")
 
     @model_validator(mode="after")
     def _move_needs_a_folder(self) -> Serve:

@@ -19,7 +19,7 @@ from labelgate.pipeline.sources.pools import (
     question_frame,
     question_value,
 )
-from labelgate.pipeline.sources.tables import as_str, content_hash, load_table
+from labelgate.pipeline.sources.tables import as_str, batch_id_of, content_hash, load_table
 
-__all__ = ["ITEM", "LABEL", "POOL", "RATER", "TIMESTAMP", "as_str", "combined", "content_hash", "load_pools",
-           "load_table", "question_frame", "question_value", "read_label_studio"]
+__all__ = ["ITEM", "LABEL", "POOL", "RATER", "TIMESTAMP", "as_str", "batch_id_of", "combined", "content_hash",
+           "load_pools", "load_table", "question_frame", "question_value", "read_label_studio"]

@@ -28,6 +28,49 @@ class Arrival:
     mtime_ns: int
 
 
+def inside_roots(path: str | Path, roots: list[str | Path], what: str) -> Path:
+    """``path`` resolved (symbolic links followed), refused unless it lies inside one of ``roots`` (resolved too).
+
+    Nothing of the file is read here, and the error says nothing of it but its name and the rule: a file that a
+    drop folder's symbolic link or an event's ``path`` points at outside the allowed folders is not gated, so none
+    of its lines can reach an error reason, a log, a report, an alert or an event.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file asked for.
+    roots : list of str or Path
+        The folders its resolved path must be inside (an empty list allows nothing).
+    what : str
+        The file, for the message (``"the batch file named by the event"``).
+
+    Raises
+    ------
+    InputError
+        Reason ``outside_roots``: the resolved file is outside every root.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> inside_roots(root / "wk1.csv", [root], "the batch file") == (root / "wk1.csv").resolve()
+    True
+    >>> inside_roots(root / ".." / "secret.csv", [root], "the batch file")
+    Traceback (most recent call last):
+    ...
+    labelgate.errors.InputError: The batch file '...secret.csv' is outside the folders LabelGate may read ...
+    """
+    resolved = Path(path).resolve()
+    for root in roots:
+        if resolved.is_relative_to(Path(root).resolve()):
+            return resolved
+    allowed = ", ".join(repr(str(root)) for root in roots) or "none configured"
+    raise InputError(f"{what[0].upper()}{what[1:]} {str(path)!r} is outside the folders LabelGate may read "
+                     f"({allowed}; symbolic links are followed before the check): it was not read. Put the file "
+                     "inside the drop folder, or add its folder to serve.roots.", Reason.OUTSIDE_ROOTS,
+                     file=str(path))
+
+
 def is_url(location: str) -> bool:
     """Whether ``location`` names a filesystem by URL (``scheme://…``) rather than a local path."""
     return "://" in location and not location.startswith("file://")
@@ -99,12 +142,12 @@ class Folder:
         if self.remote:
             with self.fs.open(self._remote(name), "rt", encoding="utf-8") as handle:
                 return str(handle.read())
-        return (Path(self.location) / name).read_text(encoding="utf-8")
+        return self._inside(name).read_text(encoding="utf-8")
 
     def local_copy(self, name: str, cache: str | Path) -> Path:
         """A local path to read ``name`` from: the file itself, or a copy under ``cache`` for a remote folder."""
         if not self.remote:
-            return Path(self.location) / name
+            return self._inside(name)
         target = Path(cache) / name
         target.parent.mkdir(parents=True, exist_ok=True)
         self.fs.get(self._remote(name), str(target))
@@ -126,6 +169,10 @@ class Folder:
                 self.fs.rm(self._remote(name))
             return
         (Path(self.location) / name).unlink(missing_ok=True)
+
+    def _inside(self, name: str) -> Path:
+        """The local file ``name`` of the folder, refused when it resolves outside the folder (a symbolic link)."""
+        return inside_roots(Path(self.location) / name, [self.location], f"the file of the {self.what}")
 
     def _remote(self, name: str) -> str:
         return f"{self.root}/{name}"

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
-from labelgate.pipeline.limits import MAX_COLUMNS
+from labelgate.pipeline.limits import MAX_COLUMNS, decompressed_limit
+from labelgate.pipeline.limits_reader import COMPRESSION_SUFFIXES, open_text_table
 from labelgate.pipeline.preflight import read_header
 from labelgate.pipeline.sources.sql import read_query
 
@@ -29,8 +30,45 @@ if TYPE_CHECKING:
 
 #: File extensions LabelGate reads as tables (optionally compressed).
 _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet"}
-_COMPRESSION = (".gz", ".bz2", ".zip", ".xz", ".zst")
+_COMPRESSION = COMPRESSION_SUFFIXES
 TABLE_SUFFIXES = (*_SUFFIXES, *_COMPRESSION)
+
+
+def batch_id_of(path: str | Path | None) -> str:
+    """The default batch id of a batch file: its name without its table extensions (``batch`` when there is none).
+
+    Only the known extensions come off (a compression suffix, then a table suffix, in any letter case): the rest of
+    the name is the batch's. Cutting at the first dot, as before, named ``wk1.bad.csv`` and ``wk1.good.csv`` both
+    ``wk1``, so the later decision hid the earlier one as the batch's current decision. Every default batch id (the
+    gate, the CLI, the served drop folder) comes from here.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The batch file (only its name is used).
+
+    Returns
+    -------
+    str
+        The id; the whole name when stripping would leave nothing (``.csv``).
+
+    Examples
+    --------
+    >>> batch_id_of("data/wk1.bad.csv"), batch_id_of("batch.csv.gz"), batch_id_of("b.v2.PARQUET")
+    ('wk1.bad', 'batch', 'b.v2')
+    >>> batch_id_of("notes.json"), batch_id_of(None)
+    ('notes.json', 'batch')
+    """
+    if not path:
+        return "batch"
+    name = stem = Path(path).name
+    lower = stem.lower()
+    if lower.endswith(_COMPRESSION):
+        stem = stem[:stem.rindex(".")]
+        lower = stem.lower()
+    if lower.endswith(tuple(_SUFFIXES)):
+        stem = stem[:stem.rindex(".")]
+    return stem or name
 
 # pandas 3's "str" keeps a missing value missing (NaN); pandas < 3 reads "str" as numpy's str, which writes a
 # missing value as the text 'None' or 'nan' (an id or label nobody gave). Detected once, not by version number.
@@ -122,12 +160,21 @@ def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.D
     read_header(path, fmt, role)  # refuses a too wide table before pandas parses it
     try:
         if fmt == "parquet":
+            _check_parquet_expansion(path, role)
             return pd.read_parquet(path)
         sep = "\t" if ".tsv" in [s.lower() for s in path.suffixes] else ","
         dtype = {name: str for name in _id_columns(columns)}
+        # Read through LabelGate's own decompression: bounded in size, NUL bytes refused (pandas < 3 cut at them).
         # Only empty cells are missing: 'NA' / 'None' / 'null' may be real labels or ids.
-        return pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=[""])
-    except ImportError:
+        with open_text_table(path, role) as stream:
+            return pd.read_csv(stream, sep=sep, dtype=dtype, keep_default_na=False, na_values=[""],
+                               compression=None, encoding="utf-8")
+    except InputError:
+        raise
+    except ImportError as exc:
+        if fmt != "parquet":  # zstandard, for a .zst file
+            raise InputError(f"Reading the {role} file {str(path)!r} needs {exc.name or 'a module'}, which is not "
+                             "installed.", Reason.UNREADABLE_INPUT, file=str(path)) from None
         raise InputError(f"Reading the Parquet {role} file {str(path)!r} needs pyarrow, which is not "
                          "installed; install pyarrow or convert the file to CSV.", Reason.UNREADABLE_INPUT,
                          file=str(path)) from None
@@ -137,6 +184,19 @@ def _read_file(path: Path, fmt: str, columns: Columns | None, role: str) -> pd.D
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputError(f"Cannot read the {role} file {str(path)!r} as {fmt.upper()}: {exc}",
                          Reason.UNREADABLE_INPUT, file=str(path)) from None
+
+
+def _check_parquet_expansion(path: Path, role: str) -> None:
+    """Refuse a Parquet file whose pages expand past the decompressed limit of its size (read from its footer)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    expanded = sum(meta.row_group(k).total_byte_size for k in range(meta.num_row_groups))
+    limit = decompressed_limit(path.stat().st_size)
+    if expanded > limit:
+        raise InputError(f"The {role} file {path.name!r} expands to {expanded} bytes, more than the limit of {limit} "
+                         "for its size (see Limits in the documentation); is it a compression bomb?",
+                         Reason.UNREADABLE_INPUT, file=str(path), limit=limit)
 
 
 def _id_columns(columns: Columns | None) -> list[str]:
@@ -177,13 +237,34 @@ def text_column(column: pd.Series) -> pd.Series:
     return column.astype(str).where(column.notna(), np.nan)
 
 
-def content_hash(df: pd.DataFrame) -> str:
-    """Stable SHA-256 of a table's content, independent of row and column order.
+#: Version of :func:`content_hash`'s encoding, hashed first. Version 1 wrote a missing cell as the text "\x00" and
+#: hashed every non-timestamp cell through its text alone, so a missing item id and the id "\x00" (or the int ``1``
+#: and the text ``"1"``) shared one hash, and a request could be served the decision of another table. Every hash of
+#: version 2 differs from every hash of version 1, so no decision keyed under the old encoding is served again (the
+#: inputs digest is built from these hashes; the LabelGate version in the configuration digest need not change).
+CONTENT_HASH_FORMAT = b"labelgate-table:v2"
 
-    Every cell except timestamps is hashed through its text form (so ``1`` read from Parquet and ``"1"``
-    read from CSV agree); datetime columns are hashed as datetimes. The per-row 64-bit hashes
-    (``pandas.util.hash_pandas_object``) are sorted, so the row order does not matter, and hashed with
-    the sorted column names. Duplicate rows count (two copies hash differently from one).
+# hash_pandas_object(categorize=True) factorizes a text column before hashing it. pandas < 3 factorizes text in a
+# hash table keyed by C strings, which end at the first NUL: '', '\x00' and 'a\x00b' then get one code, and which of
+# them is hashed for that code depends on the row order (a table and its reverse hashed differently, and '\x00' and
+# '' alike). Hashing every value (categorize=False) reads each string whole, at about twice the cost; pandas 3's
+# factorize keeps NULs and is kept for its speed. Detected once, by behaviour, not by version number; both ways give
+# one hash per value, so a table hashes alike under either.
+_CATEGORIZE_KEEPS_NUL = len(set(pd.util.hash_pandas_object(pd.Series(["", "\x00", "\x00"], dtype=object),
+                                                           index=False, categorize=True))) == 2
+
+
+def content_hash(df: pd.DataFrame) -> str:
+    r"""Stable SHA-256 of a table's content, independent of row and column order.
+
+    The encoding is injective up to 64-bit hash collisions: two tables hash alike only if they have the same column
+    names and, per column, the same kind of values and the same multiset of rows. Per column the name and its
+    value kind (``text``, a numeric, boolean or datetime dtype, or ``mixed`` for an object column holding more than
+    strings) are hashed length-prefixed; per cell its value, a missing flag (a missing cell is distinct from every
+    value, the empty text and ``"\x00"`` included) and, in a ``mixed`` column, the Python type of the value (the int
+    ``1`` is not the text ``"1"``). Text-like values are hashed through their text form, datetime columns natively.
+    The per-row 64-bit hashes (``pandas.util.hash_pandas_object``) are sorted, so the row order does not matter.
+    Duplicate rows count (two copies hash differently from one).
 
     Returns
     -------
@@ -198,20 +279,51 @@ def content_hash(df: pd.DataFrame) -> str:
     True
     >>> content_hash(df) == content_hash(df.assign(label=["x", "z"]))
     False
+    >>> content_hash(df.assign(item_id=[None, "2"])) == content_hash(df.assign(item_id=["\x00", "2"]))
+    False
     """
     names = sorted(map(str, df.columns))
     frame = df.set_axis([str(c) for c in df.columns], axis=1)[names]
-    text = pd.DataFrame({name: _hashable_column(frame[name]) for name in names})
-    rows = np.sort(pd.util.hash_pandas_object(text, index=False).to_numpy(dtype=np.uint64))
-    digest = hashlib.sha256()
-    digest.update("\x1f".join(names).encode())
-    digest.update(len(rows).to_bytes(8, "little"))
+    parts: dict[str, pd.Series] = {}
+    digest = hashlib.sha256(CONTENT_HASH_FORMAT)
+    digest.update(len(names).to_bytes(8, "little"))
+    for number, name in enumerate(names):
+        kind, columns = _hashable_column(frame.iloc[:, number])
+        for encoded in (name, kind):  # length-prefixed: no separator a column name could contain
+            raw = encoded.encode("utf-8", "surrogatepass")
+            digest.update(len(raw).to_bytes(8, "little") + raw)
+        parts.update({f"{number}.{k}": column for k, column in enumerate(columns)})
+    rows = (np.sort(pd.util.hash_pandas_object(pd.DataFrame(parts), index=False, categorize=_CATEGORIZE_KEEPS_NUL)
+                    .to_numpy(dtype=np.uint64)) if parts else np.zeros(0, dtype=np.uint64))
+    digest.update(len(frame).to_bytes(8, "little"))
     digest.update(rows.tobytes())
     return digest.hexdigest()
 
 
-def _hashable_column(column: pd.Series) -> pd.Series:
-    # Timestamps are hashed natively: formatting them as text costs ~10 us per cell.
+def _hashable_column(column: pd.Series) -> tuple[str, list[pd.Series]]:
+    """``(kind, columns)``: the value kind of ``column`` and the columns whose per-row hashes encode its cells.
+
+    The columns are the values (missing cells filled with a placeholder), the missing mask that tells a missing cell
+    from the placeholder and, for a ``mixed`` object column, each value's Python type. All are vectorised: the
+    per-cell type is only computed for the rare object column that holds more than strings.
+    """
+    missing = column.isna().reset_index(drop=True)
     if pd.api.types.is_datetime64_any_dtype(column):
-        return column
-    return text_column(column).fillna("\x00")
+        # Timestamps are hashed natively (formatting them as text costs ~10 us per cell); the dtype carries the
+        # unit and the time zone. NaT is hashed as its integer value, told apart by the mask anyway.
+        return f"datetime:{column.dtype}", [column.reset_index(drop=True), missing]
+    values = column.reset_index(drop=True)
+    if pd.api.types.is_string_dtype(values.dtype) and values.dtype != object:
+        kind, types = "text", None
+    elif values.dtype == object:
+        inferred = pd.api.types.infer_dtype(values, skipna=True)
+        kind = "text" if inferred in ("string", "empty") else "mixed"
+        types = None if kind == "text" else values.map(lambda v: f"{type(v).__module__}.{type(v).__qualname__}")
+    else:  # numeric, boolean, categorical...: the dtype tells 1 (int64) from 1.0 (float64) from "1" (text)
+        kind, types = str(values.dtype), None
+    # A missing cell's placeholder is irrelevant: the mask tells it apart from the same text in a present cell.
+    text = text_column(values).fillna("")
+    columns = [text, missing]
+    if types is not None:
+        columns.append(types.where(~missing, ""))
+    return kind, columns
