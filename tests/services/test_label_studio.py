@@ -244,7 +244,7 @@ def test_server_errors_are_input_errors(server: Server, small_project: dict[str,
     monkeypatch.setenv("LABEL_STUDIO_TOKEN", server.legacy)
     with pytest.raises(InputError, match="404"):
         lg.read_label_studio(f"{server.url}/projects/987654", control="sentiment", trusted="ground_truth")
-    with pytest.raises(InputError, match="no Choices / Rating / Number / Taxonomy control named 'mood'") as unknown:
+    with pytest.raises(InputError, match="no Choices / Rating / Number / Taxonomy / Labels / RectangleLabels control named 'mood'") as unknown:
         lg.read_label_studio(url, control="mood", trusted="ground_truth")
     assert unknown.value.context["project"].startswith(f"Label Studio project {small_project['project']}")
 

@@ -171,8 +171,8 @@ class WebhookReceiver:
     def app(self) -> Any:
         """The FastAPI application: ``POST /label-studio/webhook`` and ``GET /health``."""
         from fastapi import FastAPI
+        from fastapi.concurrency import run_in_threadpool
         from fastapi.responses import JSONResponse
-        from starlette.concurrency import run_in_threadpool
 
         app = FastAPI(title="LabelGate Label Studio webhook receiver", docs_url=None, redoc_url=None)
 

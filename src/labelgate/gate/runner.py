@@ -58,6 +58,7 @@ from labelgate.pipeline import units
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.run_lock import run_lock
 from labelgate.pipeline.sources.folders import inside_roots
+from labelgate.pipeline.sources.label_studio import event_project_url
 from labelgate.pipeline.store import GateRecord, ResultsStore, record_summary, to_jsonable
 
 T = TypeVar("T")
@@ -182,8 +183,10 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
         state.update(cfg=cfg, config_hash=cfg.digest())
         batch = None
     state["step"] = "load"
-    if roots is not None and batch is not None:  # a path named by an event: read only inside the allowed folders
-        batch = inside_roots(batch, list(roots), "the batch file")
+    if roots is not None and batch is not None:  # a path named by an event: read only inside the allowed folders,
+        # or a Label Studio project URL on the configured server
+        url = event_project_url(cfg.batch, batch)
+        batch = url if url is not None else inside_roots(batch, list(roots), "the batch file")
     cfg, crowd, trusted_df, selection = timed(timing, "load",
                                               lambda: call("load", steps.load_inputs, cfg, batch, trusted))
     state.update(cfg=cfg, config_hash=cfg.digest())

@@ -184,7 +184,7 @@ def migrate(engine: Engine, what: str = "The results store") -> int:
     >>> from labelgate.pipeline.database import make_engine
     >>> engine = make_engine("sqlite://")
     >>> migrate(engine), migrate(engine), schema_version(engine)
-    (6, 6, 6)
+    (7, 7, 7)
     """
     with transaction(engine, write=True, lock=MIGRATION_LOCK) as conn:
         t.schema_version_table.create(conn, checkfirst=True)

@@ -99,3 +99,40 @@ def test_the_event_deployment_carries_the_roots_and_the_trigger_cannot_set_them(
     assert deployment.parameters["roots"] == expected == event_roots(load_config(config))
     (trigger,) = deployment.triggers
     assert "roots" not in trigger.parameters
+
+
+def _label_studio_config(tmp_path: Path) -> dict:
+    config = gate_config(tmp_path)
+    config["batch"] = {"format": "label_studio", "control": "mood", "path": "http://127.0.0.1:8081/projects/3"}
+    return config
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/projects/3?tasks=1,2", "https://attacker.example/projects/3",
+                                 "http://127.0.0.1:8081.attacker.example/projects/3"])
+def test_an_event_url_on_another_server_is_an_error_and_nothing_is_fetched(tmp_path, monkeypatch, url):
+    # an event sender must not make the gate send the Label Studio token to a host of its choosing
+    import labelgate.pipeline.sources.label_studio.source as source
+
+    fetched: list[str] = []
+    monkeypatch.setattr(source, "read_label_studio", lambda given, *a, **k: fetched.append(str(given)))
+    (tmp_path / "drop").mkdir()
+    cfg = config_from_dict(_label_studio_config(tmp_path))
+    summary = run(cfg, url, batch_id="ls", roots=event_roots(cfg))
+    assert summary["decision"] == "ERROR" and summary["error_step"] == "load" and not fetched
+    assert "not on the configured server" in summary["reasons"][0]
+
+
+def test_an_event_url_on_the_configured_server_is_read(tmp_path, monkeypatch):
+    import labelgate.pipeline.sources.label_studio.source as source
+
+    fetched: list[str] = []
+
+    def reader(given, *args, **kwargs):
+        fetched.append(str(given))
+        raise RuntimeError("reached the reader")
+
+    monkeypatch.setattr(source, "read_label_studio", reader)
+    (tmp_path / "drop").mkdir()
+    cfg = config_from_dict(_label_studio_config(tmp_path))
+    summary = run(cfg, "http://127.0.0.1:8081/projects/3?tasks=1,2", batch_id="ls", roots=event_roots(cfg))
+    assert summary["decision"] == "ERROR" and fetched == ["http://127.0.0.1:8081/projects/3?tasks=1,2"]

@@ -20,6 +20,7 @@ from labelgate.pipeline.sources.label_studio.reader import GROUND_TRUTH, iter_an
 from labelgate.pipeline.sources.label_studio.selection import Selection, selection_of_url
 from labelgate.pipeline.sources.label_studio.source import (
     batch_id_of,
+    event_project_url,
     gate_categories,
     load_label_studio,
     project_url,
@@ -28,5 +29,6 @@ from labelgate.pipeline.sources.label_studio.source import (
 )
 
 __all__ = ["DEFAULT_TOKEN_ENV", "GROUND_TRUTH", "PAGE_SIZE", "Control", "LabelStudioClient", "Selection",
-           "batch_id_of", "controls", "gate_categories", "iter_annotations", "load_label_studio", "parse_control",
-           "project_url", "read_label_studio", "selection_of_url", "source_selection", "with_control_levels"]
+           "batch_id_of", "controls", "event_project_url", "gate_categories", "iter_annotations",
+           "load_label_studio", "parse_control", "project_url", "read_label_studio", "selection_of_url",
+           "source_selection", "with_control_levels"]

@@ -31,14 +31,13 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
-from labelgate.pipeline.config.models import UNIT_LABELS, Question
 from labelgate.pipeline.sources.label_studio.client import DEFAULT_TOKEN_ENV
 from labelgate.pipeline.sources.label_studio.labeling_config import Control, question_categories
 from labelgate.pipeline.sources.label_studio.reader import EXTRA_COLUMNS, QUESTION_COLUMN, read_label_studio
 from labelgate.pipeline.sources.label_studio.selection import Selection, as_time, selection_of_url
 
 if TYPE_CHECKING:
-    from labelgate.pipeline.config import Columns, GateConfig, Source
+    from labelgate.pipeline.config import Columns, GateConfig, Question, Source
 
 
 def source_selection(source: Source, given: str | None = None) -> Selection:
@@ -87,6 +86,40 @@ def load_label_studio(source: Source, path: str | Path | None, columns: Columns 
                               label_config=source.label_config, token_env=source.token_env or DEFAULT_TOKEN_ENV,
                               columns=columns, selection=source_selection(source, str(given)))
     return wide(table, source.control, columns) if isinstance(source.control, list) else table
+
+
+def event_project_url(source: Source, given: str | Path) -> str | None:
+    """The project URL an event names as its batch, if the source is ``label_studio`` and ``given`` is a URL; it is
+    read only on the configured server (None: ``given`` is not such a URL, and is a file to check against the roots).
+
+    The server is the one of ``source.path`` (a project URL) or of ``$url_env``. A URL of any other server is an
+    ``outside_roots`` error, and nothing is fetched: an event sender must not make the gate send the API token to a
+    host of its choosing, nor read a project the configuration does not name the server of.
+
+    >>> from labelgate.pipeline.config import Source
+    >>> source = Source.model_validate({"format": "label_studio", "control": "mood",
+    ...                                 "path": "https://ls.example/projects/3"})
+    >>> event_project_url(source, "https://LS.example/projects/3?tasks=1,2")
+    'https://LS.example/projects/3?tasks=1,2'
+    >>> event_project_url(source, "drop/wk1.csv") is None
+    True
+    >>> event_project_url(source, "https://elsewhere.example/projects/3")
+    Traceback (most recent call last):
+    ...
+    labelgate.errors.InputError: The Label Studio URL named by the event is not on the configured server ...
+    """
+    url = project_url(given)
+    if source.format != "label_studio" or url is None:
+        return None
+    configured = project_url(source.path) if source.path else os.environ.get(source.url_env or "", "") or None
+    match = re.search(r"/projects/\d+", url)
+    server = _normal_server(url[:match.start()] if match else url)
+    allowed = _normal_server(re.split(r"/projects/\d+", configured)[0]) if configured else None
+    if allowed is None or server != allowed:
+        raise InputError("The Label Studio URL named by the event is not on the configured server "
+                         f"({allowed or 'none configured: set batch.path to a project URL or url_env'}): it was not "
+                         "read.", Reason.OUTSIDE_ROOTS, file=str(given))
+    return url
 
 
 def wide(table: pd.DataFrame, controls: list[str], columns: Columns | None = None) -> pd.DataFrame:
@@ -209,6 +242,8 @@ def gate_categories(config: GateConfig, table: pd.DataFrame) -> dict[str, Any] |
         A question reads no control of the source (the message lists them), its level is not one the control
         supports or is not stated for a control that is not nominal, or its listed categories are not the config's.
     """
+    # here, not at the top: the config models need the 'gate' extra, and the table readers must not
+    from labelgate.pipeline.config.models import UNIT_LABELS
     info = table.attrs.get("label_studio")
     if not info:
         return None
@@ -246,6 +281,8 @@ def with_control_levels(config: GateConfig, table: pd.DataFrame) -> GateConfig:
     Label Studio, or a question that reads no control, leaves the configuration as it is (the latter is refused by
     :func:`gate_categories`, with the controls listed).
     """
+    # here, not at the top: the config models need the 'gate' extra, and the table readers must not
+    from labelgate.pipeline.config.models import Question
     info = table.attrs.get("label_studio")
     if not info:
         return config
