@@ -173,10 +173,16 @@ class Columns(_Strict):
 
 
 class Pools(_Strict):
-    """Pool values used when one table holds both replications."""
+    """Pool values used when one table holds both replications, and what becomes of rows of any other pool."""
 
     crowd: str = "crowd"
     trusted: str = "trusted"
+    # A combined export often carries a third pool (another vendor, a pilot round): its rows are not this gate's, so
+    # by default they are left out of the measurement and counted by pool value, not quarantined (docs/validation.md).
+    unknown: Literal["leave_out", "invalid"] = Field(
+        default="leave_out", description="Rows whose pool value is set but is neither 'crowd' nor 'trusted': "
+        "'leave_out' counts them in the validation summary (left_out) and measures without them; 'invalid' "
+        "quarantines them as failing the pool check.")
 
 
 class SpanColumns(_Strict):

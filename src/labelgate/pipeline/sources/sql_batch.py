@@ -8,7 +8,8 @@ the database runs:
    takes them from the trusted table);
 2. per question, the distinct labels (bounded by :data:`MAX_DISTINCT_LABELS`), judged in Python by the row path's
    own label rules (:func:`labelgate.pipeline.validation.label_checks`);
-3. one counting query: per table (crowd: every row whose pool is not the trusted one; trusted), the rows and the
+3. one counting query: per table (crowd: every row whose pool is not the trusted one, but for the rows of pools that
+   are not configured, which ``pools.unknown: leave_out`` counts by pool value apart; trusted), the rows and the
    rows failing each check — missing or empty ids, a pool that is not the table's, a missing question, a missing
    label, a label failing a rule, and duplicate judgements (``count(*) OVER (PARTITION BY item, rater, pool
    [, question])``: every copy fails, as in the row path);
@@ -35,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
-from labelgate.pipeline import validation
+from labelgate.pipeline import validation, validation_drops
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
 from labelgate.pipeline.limits import MAX_COLUMNS
 from labelgate.pipeline.sources.pools import question_value
@@ -249,11 +250,43 @@ class _Loader:
 
     # ------------------------------------------------------------------ conditions
     def table_condition(self, table: str) -> Any:
-        """The rows of ``table``: the trusted pool's, or every other row (unknown and missing pools included)."""
+        """The rows of ``table``: the trusted pool's, or every other row (missing pools included; unknown pools too
+        with ``pools.unknown: invalid``, else they are outside both tables: :meth:`outside_condition`)."""
+        import sqlalchemy as sa
+
         pool = self.c(self.config.columns.pool)
         if table == "trusted":
             return pool == self.config.pools.trusted
-        return pool.is_(None) | (pool != self.config.pools.trusted)
+        return sa.and_(pool.is_(None) | (pool != self.config.pools.trusted), sa.not_(self.outside_condition()))
+
+    def outside_condition(self) -> Any:
+        """The rows whose pool value is set, not empty and none of the configured pools, with ``pools.unknown:
+        leave_out`` (:func:`labelgate.pipeline.validation_drops.outside_pools`); no row with ``invalid``."""
+        import sqlalchemy as sa
+
+        pools = self.config.pools
+        if pools.unknown != "leave_out":
+            return sa.false()
+        pool = self.c(self.config.columns.pool)
+        return pool.is_not(None) & pool.not_in([pools.crowd, pools.trusted, ""])
+
+    def outside_causes(self) -> dict[str, int]:
+        """The rows outside the configured pools by pool value (one ``GROUP BY``), worded as the row path words them
+        (:func:`labelgate.pipeline.validation_drops.pool_causes`)."""
+        import sqlalchemy as sa
+
+        if self.config.pools.unknown != "leave_out":
+            return {}
+        pool = self.c(self.config.columns.pool)
+        n = sa.func.count()
+        grouped = sa.select(pool.label("value"), n.label("n")).where(self.outside_condition()).group_by(pool) \
+            .subquery("lg_outside")
+        top = self.backend.fetch(sa.select(grouped.c.value, grouped.c.n)
+                                 .order_by(grouped.c.n.desc(), grouped.c.value).limit(validation_drops.NAMED))
+        if not top:
+            return {}
+        totals = self.backend.fetch(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(grouped.c.n), 0)))[0]
+        return validation_drops.pool_causes([(str(v), int(k)) for v, k in top], int(totals[0]), int(totals[1]))
 
     def question_condition(self, question: Question) -> Any:
         """The rows of ``question`` (every row without a question column)."""
@@ -322,7 +355,9 @@ class _Loader:
         import sqlalchemy as sa
 
         pools = self.config.pools
-        table = sa.case((self.table_condition("trusted"), 1), else_=0)
+        # as the row path splits one source: a row of the crowd pool and one of the trusted pool, exactly
+        table = sa.case((self.table_condition("trusted"), 1), (self.c(self.config.columns.pool) == pools.crowd, 0),
+                        else_=2)
         found = {int(r[0]) for r in self.backend.fetch(sa.select(table).group_by(table))}
         for code, name in enumerate(TABLES):
             if code not in found:
@@ -380,7 +415,9 @@ class _Loader:
         table = sa.case((self.table_condition("trusted"), 1), else_=0)
         presence = [total(self.question_condition(q)) for q in cfg.questions] if cfg.columns.question else []
         rows = self.backend.fetch(sa.select(table, sa.func.count(), total(bad), *presence,
-                                            *[total(c.condition) for c in checks]).group_by(table))
+                                            *[total(c.condition) for c in checks])
+                                  .where(sa.not_(self.outside_condition())).group_by(table))
+        outside = {"crowd": self.outside_causes(), "trusted": {}}  # one source: the row path's crowd table holds them
         found = {int(r[0]): [int(v) for v in r[1:]] for r in rows}
         summary, counts = {}, {}
         for code, name in enumerate(TABLES):
@@ -399,7 +436,9 @@ class _Loader:
             passed, reason = validation.policy(n_rows, n_invalid, counts[name], cfg, pool)
             summary[name] = {"table": pool, "n_rows": n_rows, "n_valid": n_rows - n_invalid, "n_invalid": n_invalid,
                              "invalid_share": n_invalid / n_rows, "error_counts": counts[name],
-                             "passed_policy": passed, "reason": reason}
+                             "passed_policy": passed,
+                             "reason": validation_drops.with_left_out(reason, outside[name]),
+                             "left_out": outside[name]}
         return summary, counts
 
     def quarantine(self, table: str, checks: list[_Check], categories: dict[str, Any]) -> pd.DataFrame:
