@@ -34,7 +34,7 @@ from labelgate.core.column import Column, python_scalar
 from labelgate.core.columns import factorize
 from labelgate.core.index import LabelIndex
 from labelgate.core.ratings import MULTI_LABEL, FloatArray, IntArray, Ratings
-from labelgate.core.spans import float_column, sorted_labels
+from labelgate.core.spans import code_region_labels, float_column
 from labelgate.errors import InputError, ParameterError, Reason
 
 NONE = "none"
@@ -204,22 +204,8 @@ def read_boxes(data: Any, names: BoxColumns, iou: float, function: str) -> BoxOb
         k = int(np.argmax(bad))
         raise InputError(f"Row {row_label(row_labels, k)!r} has a box without a positive finite width and height.",
                          Reason.NON_NUMERIC_VALUE, column=names.width, row=row_label(row_labels, k))
-    labels_col = factorize(data[names.label])
-    unlabelled = drawn & (labels_col.codes < 0)
-    if unlabelled.any():
-        k = int(np.argmax(unlabelled))
-        raise InputError(f"Row {row_label(row_labels, k)!r} is a box without a label (column {names.label!r}).",
-                         Reason.MISSING_VALUE, column=names.label, row=row_label(row_labels, k))
-    used = np.unique(labels_col.codes[drawn])
-    labels = sorted_labels([python_scalar(labels_col.uniques[c]) for c in used])
-    if NONE in labels:
-        raise InputError(f"Column {names.label!r} uses the label {NONE!r}, which stands for 'no box on the object'.",
-                         Reason.UNKNOWN_CATEGORY, column=names.label, value=NONE)
-    position = {label: k for k, label in enumerate(labels)}
-    remap = np.full(labels_col.n_uniques + 1, -1, dtype=np.int64)
-    for c in used:
-        remap[c] = position[python_scalar(labels_col.uniques[c])]
-    label_code = np.where(drawn, remap[labels_col.codes], -1)
+    label_code, labels = code_region_labels(data[names.label], drawn, names.label, row_labels, "box", NONE,
+                                            "no box on the object")
     rows = np.flatnonzero(drawn)
     rows = rows[np.argsort(row_item[rows], kind="stable")]  # boxes by image, in row order within it
     obj = group_boxes(row_item[rows], row_rater[rows], geometry[rows], float(iou))

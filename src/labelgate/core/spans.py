@@ -187,22 +187,8 @@ def read_spans(data: Any, names: SpanColumns, unit: str, function: str) -> _Tabl
         raise InputError(f"Row {row_label(row_labels, k)!r}: the span [{first_char[k]}, {stop_char[k]}) ends past "
                          f"the document's length {int(length_i[row_item[k]])}.", Reason.NON_NUMERIC_VALUE,
                          column=names.end, row=row_label(row_labels, k))
-    labels_col = factorize(data[names.label])
-    unlabelled = marked & (labels_col.codes < 0)
-    if unlabelled.any():
-        k = int(np.argmax(unlabelled))
-        raise InputError(f"Row {row_label(row_labels, k)!r} is a span without a label (column {names.label!r}).",
-                         Reason.MISSING_VALUE, column=names.label, row=row_label(row_labels, k))
-    used = np.unique(labels_col.codes[marked])
-    labels = sorted_labels([python_scalar(labels_col.uniques[c]) for c in used])
-    if OUTSIDE in labels:
-        raise InputError(f"Column {names.label!r} uses the label {OUTSIDE!r}, which stands for 'outside every span'.",
-                         Reason.UNKNOWN_CATEGORY, column=names.label, value=OUTSIDE)
-    position = {label: k for k, label in enumerate(labels)}
-    remap = np.full(labels_col.n_uniques + 1, -1, dtype=np.int64)
-    for c in used:
-        remap[c] = position[python_scalar(labels_col.uniques[c])]
-    label_code = np.where(marked, remap[labels_col.codes], -1)
+    label_code, labels = code_region_labels(data[names.label], marked, names.label, row_labels, "span",
+                                            OUTSIDE, "outside every span")
     if unit == "char":
         return _Table(items, raters, row_item, row_rater, marked, first_char, stop_char, label_code, labels,
                       length_i)
@@ -249,6 +235,31 @@ def sorted_labels(values: list[Any]) -> list[Any]:
         return sorted(set(values))
     except TypeError:
         return sorted(set(values), key=lambda v: (type(v).__name__, str(v)))
+
+def code_region_labels(values: Any, present: npt.NDArray[np.bool_], column: str, row_labels: Any, region: str,
+                       reserved: str, meaning: str) -> tuple[IntArray, list[Any]]:
+    """The label code of each row with a region (span or box; -1 elsewhere) and the sorted labels used.
+
+    A region without a label, or a label equal to the ``reserved`` one (which stands for ``meaning``), is an
+    :class:`InputError` naming the row or the value. One rule for spans and boxes.
+    """
+    labels_col = factorize(values)
+    unlabelled = present & (labels_col.codes < 0)
+    if unlabelled.any():
+        k = int(np.argmax(unlabelled))
+        raise InputError(f"Row {row_label(row_labels, k)!r} is a {region} without a label (column {column!r}).",
+                         Reason.MISSING_VALUE, column=column, row=row_label(row_labels, k))
+    used = np.unique(labels_col.codes[present])
+    labels = sorted_labels([python_scalar(labels_col.uniques[c]) for c in used])
+    if reserved in labels:
+        raise InputError(f"Column {column!r} uses the label {reserved!r}, which stands for '{meaning}'.",
+                         Reason.UNKNOWN_CATEGORY, column=column, value=reserved)
+    position = {label: k for k, label in enumerate(labels)}
+    remap = np.full(labels_col.n_uniques + 1, -1, dtype=np.int64)
+    for c in used:
+        remap[c] = position[python_scalar(labels_col.uniques[c])]
+    return np.where(present, remap[labels_col.codes], -1), labels
+
 
 
 def unit_index(items: Column, units: IntArray) -> LabelIndex:

@@ -29,7 +29,7 @@ from labelgate.core.cached import keep_pair_entry, pair_entry
 from labelgate.core.estimate import DEFAULT_CI_METHOD, DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings, align_items, common_categories
 from labelgate.core.sets import SetRatings
-from labelgate.errors import DesignError, InputError, ParameterError, Reason, check_option
+from labelgate.errors import DesignError, ParameterError, Reason, check_option
 from labelgate.metrics._blocks import column_sums, table_totals
 from labelgate.metrics._engine import (
     Components,
@@ -83,25 +83,12 @@ def prepare_pair(x: Ratings, y: Ratings, function: str) -> tuple[Ratings, Rating
                              f"{type(x).__name__} and {type(y).__name__}.", parameter="x")
     for r in (x, y):
         require_whole_counts(r, function, "pair functions are validated on counts of judgements only")
-    if isinstance(x, SetRatings) or isinstance(y, SetRatings):  # before on_one_index, which copies by x's type
-        if x.level != y.level:
-            raise InputError(f"The two replications have different levels ({x.level!r} vs {y.level!r}).",
-                             Reason.INCOMPATIBLE_RATINGS)
-        if getattr(x, "set_distance", None) != getattr(y, "set_distance", None):
-            raise InputError(f"{function}: the two replications compare label sets by different distances "
-                             f"({_scale(x)} vs {_scale(y)}); build both with the same distance.",
-                             Reason.INCOMPATIBLE_RATINGS)
     x, y = common_categories(*on_one_index(x, y))  # separately built: put on one item index once (cached)
     cx, cy = align_items(x, y)
     if cx.size == 0:
         raise DesignError(f"{function}: no item is rated in both replications ({x.n_items} and {y.n_items} "
                           "items); check the item ids and the pool split.", Reason.NO_COMMON_ITEMS)
     return x, y, cx, cy
-
-
-def _scale(r: Ratings) -> str:
-    distance = getattr(r, "set_distance", None)
-    return f"level {r.level!r}" + ("" if distance is None else f" with the {distance} distance")
 
 
 def _resolve_distance(x: Ratings, distance: Distance) -> tuple[str, FloatArray | None]:
