@@ -459,10 +459,9 @@ def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_al
     stat = combine(parts, finalize, n_items=parts[0].n_items, n_ratings=parts[0].n_ratings, explain=explain,
                    n_items_excluded=parts[0].n_items_excluded)
     stat.interval_components = ("irr_y", "difference", "ratio")
-    est = evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
-    if not math.isnan(est.details["irr_y"]):
-        return est
-    # Say why the trusted IRR (hence the comparison) is undefined.
-    inner = parts[1].explain(parts[1].point()) if parts[1].explain else None
-    est.details["irr_y_reason"] = f"the trusted IRR is undefined: {(inner or (None, 'undefined'))[1]}"
-    return est
+    trusted_point = parts[1].point()  # from its totals; est.details would compute the deferred standard error
+    if math.isnan(float(np.atleast_1d(trusted_point["value"])[0])):
+        # Say why the trusted IRR (hence the comparison) is undefined.
+        inner = parts[1].explain(trusted_point) if parts[1].explain else None
+        stat.details["irr_y_reason"] = f"the trusted IRR is undefined: {(inner or (None, 'undefined'))[1]}"
+    return evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
