@@ -174,3 +174,10 @@ def test_a_bad_gate_weights_names_the_key(gate, message):
     with pytest.raises(ConfigError) as info:
         config_from_dict({"gates": [gate]}, source="gate.yaml")
     assert "gates[0].weights" in str(info.value) and message in str(info.value)
+
+
+def test_a_matrix_of_the_wrong_size_fails_when_computed_naming_weights(validate):
+    res = validate(ordinal_pools(seed=6), lge.ExpectIrrAtOrAboveTrustedBaseline(
+        tolerance=1.0, weights=[[1.0, 0.0], [0.0, 1.0]], level="ordinal", categories=LEVELS, **NO_CI))
+    message = lge.raised_exception(res)
+    assert res.success is False and message is not None and "weights" in message, message
