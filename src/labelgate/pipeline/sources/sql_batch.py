@@ -149,8 +149,27 @@ class SqlBatch:
         return out
 
 
+#: Rater-specific IRRs: computed from each rater's sums in the database, without an interval.
+POINT_ONLY_IRRS = ("conger_kappa", "janson_olsson_iota")
+
+
+def point_only_gates(config: GateConfig) -> list[str]:
+    """The gates of ``config`` the database computes on the point value only: the labeler ICC and the IRRs with
+    rater-specific chance agreement read each rater's sums (:mod:`labelgate.sqlagg.tallies`), and their bootstrap
+    resamples judgements, which stay in the database (:mod:`labelgate.gx._sql`)."""
+    gates = [g.type for g in config.gates if g.type == "labeler_icc"]
+    return gates + [f"{g.type} with irr={g.irr!r}" for g in config.gates
+                    if g.type in ("normalized_cross_kappa", "irr_baseline") and g.irr in POINT_ONLY_IRRS]
+
+
 def refusal(config: GateConfig) -> str | None:
-    """Why ``config`` cannot be gated in the database (None when it can)."""
+    """Why ``config`` cannot be gated in the database (None when it can).
+
+    A gate judged on an interval bound that the database path cannot compute is refused (an ERROR at load, never a
+    decision without the bound): the labeler ICC, Conger's κ and ι have their point values from the database's
+    sums but no interval (:func:`point_only_gates`), so they run there only with ``interval.use_ci_bound: false``
+    (or ``interval.ci: null``).
+    """
     batch, trusted = config.batch, config.trusted
     if trusted.format != "auto" or trusted.path or trusted.query:
         if trusted != batch:
@@ -158,12 +177,12 @@ def refusal(config: GateConfig) -> str | None:
                     "pool column)")
     if batch.where or trusted.where:
         return "'batch.where' / 'trusted.where' select rows in the client; put the selection into the query's WHERE"
-    needs_raters: list[str] = [g.type for g in config.gates if g.type == "labeler_icc"]
-    needs_raters += [f"{g.type} with irr={g.irr!r}" for g in config.gates
-                     if getattr(g, "irr", None) in ("conger_kappa", "janson_olsson_iota")]
-    if needs_raters:
-        return (f"the gate(s) {needs_raters} need to know which rater gave each label, and the statistics are "
-                "computed from item x category counts")
+    point_only = point_only_gates(config)
+    if point_only and config.interval.use_ci_bound and config.interval.ci is not None:
+        return (f"interval.use_ci_bound judges every gate on its interval bound, and the gate(s) {point_only} have "
+                "no interval from the database's sums (their resamples draw each rater's judgements, which stay in "
+                "the database); set interval.use_ci_bound: false to judge them on the point value, or gate the rows "
+                "from a file")
     if "exclude" in config.raters.actions().values():
         return "the rater action 'exclude' decides again without rows, which needs the rows in the client"
     return None
