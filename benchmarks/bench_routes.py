@@ -280,7 +280,21 @@ def group_metrics(files: dict[str, str], rounds: int) -> list[str]:
             cold[name]["wall"].append(time.perf_counter() - wall)
     lines += time_lines(cold, "cold")
     lines += [limit_line(cold, name, PANEL_COLD_S) for name in cold]
-    return lines
+    return lines + standard_error_lines(r, x, y, rounds)
+
+
+def standard_error_lines(r: lg.Ratings, x: lg.Ratings, y: lg.Ratings, rounds: int) -> list[str]:
+    """A point estimate against the same with its standard error read (computed on first read, from the per-item
+    statistics the point avoids): the ratio is what a caller who never reads ``se`` is spared."""
+    calls = {"fleiss_kappa": lambda: lg.fleiss_kappa(r), "krippendorff_alpha": lambda: lg.krippendorff_alpha(r),
+             "spa": lambda: lg.spa(r), "normalized_cross_kappa": lambda: lg.normalized_cross_kappa(x, y)}
+    steps: Steps = {}
+    for name, call in calls.items():
+        steps[f"{name}, point estimate"] = call
+        steps[f"{name}, se read"] = lambda call=call: call().se
+    times = paired(steps, rounds)
+    return time_lines(times, "warm") + [ratio_line(times, f"{name}, point estimate", f"{name}, se read", None)
+                                        for name in calls]
 
 
 def group_peers(files: dict[str, str], rounds: int) -> list[str]:

@@ -217,8 +217,12 @@ def test_review_and_reject_carry_threshold_interval_and_a_numbered_next_step_eve
 
 def test_rows_of_a_third_pool_get_the_row_selection_that_leaves_them_outside():
     rejected = GateDecision("REJECT", ["validation (crowd): 31 invalid rows"], [])
-    lines = next_steps(CONFIG, rejected, [], rejection="validation (crowd): 31 invalid rows",
-                       validation={"crowd": {"n_rows": 2968, "n_invalid": 31, "error_counts": {"pool:pool": 31}}})
+    validation = {"crowd": {"n_rows": 2968, "n_invalid": 31, "error_counts": {"pool:pool": 31}}}
+    refusing = CONFIG.model_copy(update={"pools": CONFIG.pools.model_copy(update={"unknown": "invalid"})})
+    lines = next_steps(refusing, rejected, [], rejection="validation (crowd): 31 invalid rows", validation=validation)
     assert lines[-1] == ("validation (crowd): if the 31 row(s) of other pools belong to another vendor or round, "
                          "select the batch's own: batch.where: {pool: crowd} counts them outside the selection "
-                         "instead")
+                         "instead, or pools.unknown: leave_out counts them as left out of the measurement")
+    # by default a third pool is left out, so pool:pool failures are empty pools or the trusted pool's rows
+    lines = next_steps(CONFIG, rejected, [], rejection="validation (crowd): 31 invalid rows", validation=validation)
+    assert not any("other pools" in line for line in lines)

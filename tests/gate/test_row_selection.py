@@ -70,11 +70,24 @@ def test_one_export_with_three_pools_is_gated_per_pool(tmp_path, export, vendor,
         gate_text(summary)
 
 
-def test_without_a_selection_the_other_pools_are_invalid_rows(tmp_path, export):
+def test_without_a_selection_the_other_pools_are_left_out_and_counted(tmp_path, export):
+    table = pd.read_csv(export)
     summary = gate(tmp_path, export, "pools: {crowd: vendor_a}")
+    assert summary["decision"] == "ACCEPT", summary["reasons"]
+    validation = summary["validation"]["vendor_a"]
+    assert validation["n_invalid"] == 0 and validation["n_rows"] == int((table["pool"] == "vendor_a").sum())
+    assert validation["left_out"] == {f"pool {v!r} not configured": int((table["pool"] == v).sum())
+                                      for v in ("vendor_b", "vendor_c")}
+    assert "selection" not in validation
+
+
+def test_without_a_selection_other_pools_are_invalid_rows_when_the_config_says_so(tmp_path, export):
+    summary = gate(tmp_path, export, "pools: {crowd: vendor_a, unknown: invalid}")
     assert summary["decision"] == "REJECT"
-    assert summary["validation"]["vendor_a"]["n_invalid"] > 0
-    assert "selection" not in summary["validation"]["vendor_a"]
+    table = pd.read_csv(export)
+    validation = summary["validation"]["vendor_a"]
+    assert validation["error_counts"] == {"pool:pool": int(table["pool"].isin(["vendor_b", "vendor_c"]).sum())}
+    assert validation["left_out"] == {}
 
 
 def test_a_selection_naming_a_missing_column_is_an_error_naming_it(tmp_path, export):

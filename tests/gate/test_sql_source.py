@@ -146,7 +146,7 @@ def test_bad_rows_are_counted_named_and_quarantined_like_the_row_path(tmp_path, 
     frame.loc[11, "pool"] = "vendor-x"         # unknown pool (goes to the crowd table)
     duplicate = frame.loc[[22]]                # a crowd rater twice on an item
     frame = pd.concat([frame, duplicate]).sort_values("item_id", kind="stable", na_position="first")
-    config = {"validation": {"on_invalid": "continue", "max_invalid_share": 0.5}}
+    config = {"validation": {"on_invalid": "continue", "max_invalid_share": 0.5}, "pools": {"unknown": "invalid"}}
     on_rows, on_sql = gate_both(tmp_path, database, frame.reset_index(drop=True), config)
     assert on_sql["decision"] != "ERROR", on_sql["reasons"]
     for table in ("crowd", "trusted"):

@@ -89,6 +89,10 @@ def expectations(name: str) -> list[tuple[str, Any]]:
         out.append((f"irr_{irr}", lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, max_excess=0.3, irr=irr,
                                                                         **common, **(cond if irr == "gwet_ac"
                                                                                      else {}))))
+    # the IRR's agreement weights (the same parameter on both engines; ordinal labels at their ranks)
+    out.append(("irr_alpha_linear", lge.ExpectIrrAtOrAboveTrustedBaseline(tolerance=0.1, weights="linear", **common)))
+    out.append(("nkx_gwet_quadratic", lge.ExpectNormalizedCrossKappaToBeAtLeast(
+        min_value=0.8, irr="gwet_ac", weights="quadratic", **common)))
     return out
 
 

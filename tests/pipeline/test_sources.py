@@ -189,14 +189,14 @@ def test_two_files_from_the_config_with_custom_pool_values(tmp_path: Path, long_
 def test_an_existing_pool_column_is_kept(tmp_path: Path, both_csv: Path) -> None:
     trusted_path = _write(tmp_path / "trusted.csv", "item_id,rater_id,label\n1,t9,pos\n")
     crowd, _ = load_pools(GateConfig(), both_csv, trusted_path)
-    assert len(crowd) == 5  # validation (pool=crowd) quarantines the trusted/expert rows; none vanish here
+    assert len(crowd) == 5  # validation (pool=crowd) quarantines the trusted rows and leaves out the expert ones; none vanish here
 
 
 @pytest.mark.parametrize("as_both", [False, True])
 def test_one_file_with_a_pool_column(both_csv: Path, as_both: bool) -> None:
     crowd, trusted = load_pools(GateConfig(), both_csv, both_csv if as_both else None)
     assert trusted["rater_id"].tolist() == ["t1", "t1"]
-    # the unknown pool value 'expert' stays with the batch, for validation to quarantine: nothing vanishes
+    # the unknown pool value 'expert' stays with the batch, for validation to count as left out: nothing vanishes
     assert crowd["pool"].tolist() == ["crowd", "crowd", "expert"]
     assert len(crowd) + len(trusted) == 5
     assert list(crowd.index) == [0, 2, 4] and list(trusted.index) == [1, 3]  # file rows, for tracing

@@ -106,11 +106,36 @@ def test_wrong_pool_value() -> None:
     df = _table()
     df.loc[5, "pool"] = "trusted"
     df.loc[6, "pool"] = "expert"
-    res = validate(df, GateConfig(), CATS, pool="crowd")
+    invalid = _cfg(pools={"unknown": "invalid"})
+    res = validate(df, invalid, CATS, pool="crowd")
     assert _reasons(res) == ["pool: pool: 'trusted' is not the expected pool 'crowd'",
                              "pool: pool: 'expert' is not the expected pool 'crowd'"]
-    res_any = validate(df, GateConfig(), CATS)
+    res_any = validate(df, invalid, CATS)
     assert _reasons(res_any) == ["pool: pool: 'expert' is not one of the configured pools ['crowd', 'trusted']"]
+    # by default a pool that is not configured is another gate's rows: left out and counted, not quarantined; the
+    # other configured pool in the crowd table stays a failure, and an empty pool too
+    df.loc[7, "pool"] = ""
+    res = validate(df, GateConfig(), CATS, pool="crowd")
+    assert _reasons(res) == ["pool: pool: 'trusted' is not the expected pool 'crowd'",
+                             "pool: pool: '' is not the expected pool 'crowd'"]
+    assert (res.n_rows, res.n_invalid, res.n_valid) == (9, 2, 7) and 6 not in res.valid.index
+    assert res.left_out == {"pool 'expert' not configured": 1}
+    assert res.reason.endswith("; left out of the measurement: pool 'expert' not configured 1 rows.")
+
+
+def test_rows_of_unconfigured_pools_are_counted_by_value() -> None:
+    df = _table(40)
+    df.loc[:29, "pool"] = [f"v{k % 12:02d}" for k in range(30)]  # twelve other pools: ten named, two summed
+    df.loc[30, "label"] = "spam"  # an unchecked pool's bad label would not count, a measured one does
+    df.loc[0, "label"] = "spam"
+    res = validate(df, GateConfig(), CATS, pool="crowd")
+    assert (res.n_rows, res.n_invalid) == (10, 1)
+    assert res.left_out == {**{f"pool 'v{k:02d}' not configured": 3 for k in range(6)},
+                            **{f"pool 'v{k:02d}' not configured": 2 for k in range(6, 10)},
+                            "2 more pools not configured": 4}
+    only_others = df.iloc[:30]
+    with pytest.raises(InputError, match=r"Every row of the crowd table has a pool value outside the configured"):
+        validate(only_others, GateConfig(), CATS, pool="crowd")
 
 
 def test_several_failures_of_one_row_are_all_named() -> None:

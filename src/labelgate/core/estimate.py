@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,35 @@ AUTO_CI_METHODS: dict[str, str] = {"normalized_cross_kappa": "delta"}
 #: Values of ``Estimate.se_method``: a published variance formula (``"analytic"``), the linearised standard error
 #: of the item statistics (``"delta"``) or the standard deviation of the item-bootstrap replicates (``"bootstrap"``).
 SE_METHODS: tuple[str, ...] = ("analytic", "delta", "bootstrap")
+
+#: What a deferred standard error computes: ``(se, se_method, z, p_value, details)``, ``details`` the entries it
+#: adds to ``Estimate.details`` (``se_source``, ``se_null``, ``test_source``, ``se_note``).
+StandardError = tuple[float, str | None, float, float, dict[str, Any]]
+
+
+class DeferredSE:
+    """A standard error computed when it is first read, not when the estimate is made.
+
+    Pass one as ``Estimate(..., se=DeferredSE(compute))``: ``se``, ``se_method``, ``z``, ``p_value`` and the
+    entries ``compute`` adds to ``details`` are then computed by ``compute()`` on the first read of any of them
+    (or of ``details``, by equality, ``to_dict()``, pickling and copying) and kept; the values given for
+    ``se_method``, ``z`` and ``p_value`` are ignored. A point estimate so does not pay for the per-item statistics
+    its standard error reads when the caller never asks for it. Until then the estimate holds ``compute`` and
+    what it reads (the ratings).
+
+    >>> est = Estimate("m", 0.5, se=DeferredSE(lambda: (0.1, "delta", math.nan, math.nan, {"se_note": "x"})))
+    >>> est.se, est.se_method, est.details
+    (0.1, 'delta', {'se_note': 'x'})
+    """
+
+    __slots__ = ("compute", "lock")
+
+    def __init__(self, compute: Callable[[], StandardError]) -> None:
+        self.compute = compute
+        self.lock = threading.Lock()
+
+
+_PENDING = "_se_pending"
 
 
 def resolve_ci_method(ci_method: str, metric: str) -> str:
@@ -77,7 +108,9 @@ class Estimate:
         method). None when there is no interval, and for metrics whose own
         intervals do not record it yet.
     se : float
-        Standard error of ``value``; NaN when none is available (``se_method`` None).
+        Standard error of ``value``; NaN when none is available (``se_method`` None). The metrics compute it,
+        with ``se_method``, ``z``, ``p_value`` and their ``details``, when it is first read
+        (:class:`DeferredSE`), unless an interval was asked for.
     se_method : str or None
         How ``se`` was computed (:data:`SE_METHODS`): ``"analytic"`` (a published variance formula, named in
         ``details["se_source"]``), ``"delta"`` (the linearised, infinitesimal-jackknife standard error of the
@@ -118,6 +151,11 @@ class Estimate:
 
     def __float__(self) -> float:
         return float(self.value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the deferred standard error is computed, never pickled (its closure holds the ratings)
+        _resolve(self)
+        return dict(self.__dict__)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # an Estimate pickled before a field existed unpickles with the field's default
@@ -163,6 +201,50 @@ class Estimate:
 #: defaults: an older pickle lacks them.
 _LATER_FIELDS: dict[str, Any] = {"n_boot": 0, "ci_method": None, "se": math.nan, "se_method": None,
                                  "z": math.nan, "p_value": math.nan}
+
+
+def _resolve(est: Estimate) -> None:
+    """Compute ``est``'s deferred standard error, if any, once (a concurrent reader waits for it)."""
+    state = est.__dict__
+    deferred = state.get(_PENDING)
+    if deferred is None:
+        return
+    with deferred.lock:
+        if _PENDING not in state:  # another thread computed it while this one waited
+            return
+        se, se_method, z, p_value, details = deferred.compute()
+        state["details"].update(details)
+        state.update(se=se, se_method=se_method, z=z, p_value=p_value)
+        del state[_PENDING]
+
+
+class _Deferred:
+    """The descriptor of a field that a :class:`DeferredSE` fills on its first read.
+
+    Installed on the class after the dataclass is made, so the generated ``__init__``, ``__eq__`` and
+    ``fields()`` are the dataclass's own; ``__init__``'s ``object.__setattr__`` comes here, and the value lives
+    in the instance's ``__dict__`` under the field's name (as an older pickle has it).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Estimate | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return _DEFAULTS.get(self.name, self)
+        _resolve(obj)
+        return obj.__dict__[self.name]
+
+    def __set__(self, obj: Estimate, value: Any) -> None:
+        if isinstance(value, DeferredSE):
+            obj.__dict__[_PENDING] = value
+            value = math.nan
+        obj.__dict__[self.name] = value
+
+
+_DEFAULTS: dict[str, Any] = {"se": math.nan, "se_method": None, "z": math.nan, "p_value": math.nan}
+for _name in ("details", *_DEFAULTS):
+    setattr(Estimate, _name, _Deferred(_name))
 
 
 def _clean(value: Any) -> Any:

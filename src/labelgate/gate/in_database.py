@@ -109,7 +109,7 @@ def prepare(config: GateConfig, batch: SqlBatch, out: Path) -> steps.Prepared:
             valid=pd.DataFrame(), quarantine=batch.quarantine.get(role, pd.DataFrame()), n_rows=info["n_rows"],
             n_invalid=info["n_invalid"], invalid_share=info["invalid_share"], error_counts=info["error_counts"],
             passed_policy=info["passed_policy"], reason=info["reason"], table=info["table"],
-            categories=dict(batch.categories)))
+            categories=dict(batch.categories), left_out=dict(info.get("left_out") or {})))
     prepared = steps.prepared(results, dict(batch.categories), out)
     for role in TABLES:  # the valid rows stay in the database: their number is the database's
         info = batch.summary[role]

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from labelgate.pipeline.sources.sql_batch import SqlBatch
 
 _GATE_PARAMS = {
-    "normalized_cross_kappa": ("min_value", "irr"),
+    "normalized_cross_kappa": ("min_value", "irr", "weights"),
     "cross_kappa": ("min_value",),
-    "irr_baseline": ("tolerance", "min_ratio", "max_excess", "irr"),
+    "irr_baseline": ("tolerance", "min_ratio", "max_excess", "irr", "weights"),
     "labeler_icc": ("margin",),
     "spa": ("min_value", "max_value", "weighting"),
 }

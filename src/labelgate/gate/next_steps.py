@@ -259,11 +259,14 @@ def _validation_steps(config: GateConfig, summary: Mapping[str, Any]) -> list[st
                      f"(now {config.validation.max_invalid_share:g}) to decide without them")
         pool = config.columns.pool
         other_pools = (result.get("error_counts") or {}).get(f"{pool}:pool")
-        if other_pools and table == config.pools.crowd and not config.batch.where:
-            # rows of a third pool in one export: a row selection counts them as outside it, not as invalid
+        if other_pools and table == config.pools.crowd and not config.batch.where \
+                and config.pools.unknown == "invalid":
+            # rows of a third pool in one export (refused by pools.unknown: invalid): a row selection counts them as
+            # outside it, the default leaves them out of the measurement; neither counts them as invalid
             lines.append(f"validation ({table}): if the {other_pools} row(s) of other pools belong to another "
                          f"vendor or round, select the batch's own: batch.where: {{{pool}: {config.pools.crowd}}} "
-                         "counts them outside the selection instead")
+                         "counts them outside the selection instead, or pools.unknown: leave_out counts them as "
+                         "left out of the measurement")
     return lines
 
 

@@ -194,6 +194,38 @@ def with_ci(value: Any, low: Any, high: Any, level: Any, digits: int = 2) -> str
     return f"{fmt_number(value, digits)} ({ci})" if ci else fmt_number(value, digits)
 
 
+#: The ``weights`` parameter of the IRR expectations: a weighting of the handbook by name, or a q x q matrix of
+#: credits on the categories (rows and columns in ``categories`` order), checked against them when computed.
+IrrWeights = Union[StrictStr, List[List[float]], None]  # noqa: UP006, UP007
+
+
+def check_irr_weights(v: Any, expectation: str) -> Any:
+    """A ``weights`` parameter: None, a handbook weighting's name or a square list of rows (raises naming it)."""
+    from labelgate.metrics.weights import ALIASES, WEIGHTS
+
+    if v is None:
+        return v
+    if isinstance(v, str):
+        if v not in WEIGHTS and v not in ALIASES:
+            options = ", ".join(repr(w) for w in (*WEIGHTS, *ALIASES))
+            raise ParameterError(f"The 'weights' parameter of {expectation} must be one of {options}, or a q x q "
+                                 f"matrix (a list of q rows); got {v!r}.", parameter="weights", value=v)
+        return v
+    if not v or any(len(row) != len(v) for row in v):
+        raise ParameterError(f"The 'weights' parameter of {expectation} must be a square matrix (q rows of q "
+                             f"credits, in the order of 'categories'); got rows of lengths "
+                             f"{[len(row) for row in v][:10]}.", parameter="weights", value=v)
+    return v
+
+
+def weights_phrase(kw: dict[str, Any]) -> str:
+    """``" with linear weights"`` (empty without ``weights``) for a prescriptive sentence."""
+    weights = kw.get("weights")
+    if weights is None:
+        return ""
+    return f" with {weights} weights" if isinstance(weights, str) else " with custom weights"
+
+
 # ------------------------------------------------------------------ base class
 class LabelGateExpectation(BatchExpectation):
     """Base class: the parameters shared by every LabelGate expectation.
@@ -312,6 +344,19 @@ class LabelGateExpectation(BatchExpectation):
 
         check_option(v, IRR_METRICS, "irr", cls._type_name())
         return v
+
+    @pydantic.validator("weights", check_fields=False)
+    def _check_weights(cls, v: Any) -> Any:  # noqa: N805
+        return check_irr_weights(v, cls._type_name())
+
+    @pydantic.root_validator(skip_on_failure=True)
+    def _check_iota_weights(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
+        if values.get("weights") is not None and values.get("irr") == "janson_olsson_iota":
+            raise ParameterError(f"The 'weights' parameter of {cls._type_name()} cannot be used with "
+                                 "irr='janson_olsson_iota' (ι has a distance from the level, not weights); use "
+                                 "'krippendorff_alpha', 'fleiss_kappa', 'conger_kappa' or 'gwet_ac'.",
+                                 parameter="weights", value=values.get("weights"))
+        return values
 
     @pydantic.root_validator(skip_on_failure=True)
     def _check_required(cls, values: dict[str, Any]) -> dict[str, Any]:  # noqa: N805
@@ -510,6 +555,7 @@ def fmt_kw(kw: dict[str, Any], name: str) -> str:
 
 __all__ = [
     "Check",
+    "IrrWeights",
     "LabelGateExpectation",
     "Threshold",
     "fmt_kw",

@@ -188,6 +188,14 @@ def _boot(kw: dict[str, Any]) -> dict[str, Any]:
             "n_boot": int(kw.get("n_boot") or 2000), "seed": kw.get("seed")}
 
 
+def _weights(kw: dict[str, Any]) -> Any:
+    """The ``weights`` parameter for the core: a name as given, a matrix (GX keeps it as lists) as an array."""
+    import numpy as np
+
+    weights = kw.get("weights")
+    return weights if weights is None or isinstance(weights, str) else np.asarray(weights, dtype=float)
+
+
 def _package(est: Estimate, pools: Pools, **extra: Any) -> dict[str, Any]:
     """``Estimate.to_dict()`` with crowd/trusted names, coverage and extra fields."""
     out: dict[str, Any] = {}
@@ -217,12 +225,14 @@ def pools_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
 
 def pools_normalized_cross_kappa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """Normalized kappa_x(crowd, trusted) (:func:`labelgate.normalized_cross_kappa`)."""
-    return _shared(pools, normalized_cross_kappa, pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
+    return _shared(pools, normalized_cross_kappa, pools.crowd, _trusted(pools), irr=kw["irr"],
+                   weights=_weights(kw), **_boot(kw))
 
 
 def pools_irr_comparison(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
     """IRR of the crowd and of the trusted pool on their common items, jointly bootstrapped."""
-    return _shared(pools, irr_comparison, pools.crowd, _trusted(pools), irr=kw["irr"], **_boot(kw))
+    return _shared(pools, irr_comparison, pools.crowd, _trusted(pools), irr=kw["irr"], weights=_weights(kw),
+                   **_boot(kw))
 
 
 def pools_spa(pools: Pools, kw: dict[str, Any]) -> dict[str, Any]:
@@ -391,7 +401,7 @@ class TableNormalizedCrossKappa(LabelGateTableMetric):
     """``labelgate.table.normalized_cross_kappa``."""
 
     metric_name = "labelgate.table.normalized_cross_kappa"
-    value_keys = (*COMMON_VALUE_KEYS, "irr")
+    value_keys = (*COMMON_VALUE_KEYS, "irr", "weights")
     finish = staticmethod(pools_normalized_cross_kappa)
 
 
@@ -399,7 +409,7 @@ class TableIrrComparison(LabelGateTableMetric):
     """``labelgate.table.irr_comparison``: crowd and trusted IRR on common items."""
 
     metric_name = "labelgate.table.irr_comparison"
-    value_keys = (*COMMON_VALUE_KEYS, "irr")
+    value_keys = (*COMMON_VALUE_KEYS, "irr", "weights")
     finish = staticmethod(pools_irr_comparison)
 
 

@@ -10,12 +10,14 @@ from labelgate.errors import ParameterError
 from labelgate.gx._base import (
     IRR_LABELS,
     Check,
+    IrrWeights,
     LabelGateExpectation,
     Threshold,
     _finite,
     digits_for,
     fmt_kw,
     fmt_threshold,
+    weights_phrase,
     with_ci,
 )
 
@@ -42,6 +44,12 @@ class ExpectIrrAtOrAboveTrustedBaseline(LabelGateExpectation):
     ----------
     irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
         The IRR, default Krippendorff's α.
+    weights : str or list of lists, optional
+        The IRR's agreement weights: a weighting of the handbook by name (``"identity"``, ``"linear"``,
+        ``"quadratic"``, ``"ordinal"``, ``"radical"``, ``"ratio"``, ``"circular"``, ``"bipolar"``; ``"nominal"``
+        is ``"identity"``) or a q x q matrix of credits in the order of ``categories``; both IRRs are then
+        ``lg.krippendorff_alpha(r, weights=...)`` (or the ``irr``'s function with those weights). None (default):
+        the coefficient's default (α: the distance of ``level``). Not with ``irr="janson_olsson_iota"``.
     tolerance : float >= 0 or suite parameter, optional
         Allowed shortfall :math:`IRR_{trusted} - IRR_{crowd}`. When neither
         ``tolerance`` nor ``min_ratio`` is set the rule is
@@ -63,6 +71,7 @@ class ExpectIrrAtOrAboveTrustedBaseline(LabelGateExpectation):
     """
 
     irr: str = pydantic.Field("krippendorff_alpha", description="The IRR metric.")
+    weights: IrrWeights = pydantic.Field(None, description="The IRR's agreement weights (a handbook weighting).")
     tolerance: Threshold = pydantic.Field(None, description="Allowed shortfall of the crowd IRR.")
     min_ratio: Threshold = pydantic.Field(None, description="Minimum crowd / trusted IRR ratio.")
     max_excess: Threshold = pydantic.Field(None, description="Maximum excess of the crowd IRR.")
@@ -70,7 +79,7 @@ class ExpectIrrAtOrAboveTrustedBaseline(LabelGateExpectation):
     metric_dependencies: ClassVar[Tuple[str, ...]] = ("labelgate.table.irr_comparison",)  # noqa: UP006
     threshold_keys: ClassVar[Tuple[str, ...]] = ("tolerance", "min_ratio", "max_excess")  # noqa: UP006
     success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
-        *LabelGateExpectation.common_success_keys, "irr", "tolerance", "min_ratio", "max_excess")
+        *LabelGateExpectation.common_success_keys, "irr", "weights", "tolerance", "min_ratio", "max_excess")
 
 
     @pydantic.root_validator(skip_on_failure=True)
@@ -95,7 +104,7 @@ class ExpectIrrAtOrAboveTrustedBaseline(LabelGateExpectation):
 
     @classmethod
     def _sentence(cls, kw: dict[str, Any]) -> str:
-        label = IRR_LABELS.get(str(kw.get("irr")), str(kw.get("irr")))
+        label = IRR_LABELS.get(str(kw.get("irr")), str(kw.get("irr"))) + weights_phrase(kw)
         trusted = f"{label} of the {kw.get('trusted_pool')} pool"
         rules = []
         if kw.get("tolerance") is not None or kw.get("min_ratio") is None:

@@ -6,7 +6,15 @@ from typing import Any, ClassVar, Tuple  # noqa: UP035 (pydantic v1)
 
 from great_expectations.compatibility import pydantic
 
-from labelgate.gx._base import IRR_LABELS, Check, LabelGateExpectation, Threshold, fmt_kw
+from labelgate.gx._base import (
+    IRR_LABELS,
+    Check,
+    IrrWeights,
+    LabelGateExpectation,
+    Threshold,
+    fmt_kw,
+    weights_phrase,
+)
 
 
 class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
@@ -28,6 +36,11 @@ class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
         Threshold (required).
     irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
         IRR used in the normalisation, default Krippendorff's α.
+    weights : str or list of lists, optional
+        Agreement weights (a weighting of the handbook by name, or a q x q matrix of credits in the order of
+        ``categories``): both IRRs take them and κx the distance :math:`1 - w_{kl}`, so that the ratio compares
+        like with like (:func:`labelgate.normalized_cross_kappa` with ``weights``). None (default): the level's
+        distance. Not with ``irr="janson_olsson_iota"``.
     **common
         See :class:`~labelgate.gx.LabelGateExpectation`.
 
@@ -39,13 +52,14 @@ class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
     """
 
     irr: str = pydantic.Field("krippendorff_alpha", description="IRR in the normalisation.")
+    weights: IrrWeights = pydantic.Field(None, description="The IRR's agreement weights (a handbook weighting).")
     min_value: Threshold = pydantic.Field(None, description="Minimum normalized kappa_x.")
 
     metric_dependencies: ClassVar[Tuple[str, ...]] = ("labelgate.table.normalized_cross_kappa",)  # noqa: UP006
     threshold_keys: ClassVar[Tuple[str, ...]] = ("min_value",)  # noqa: UP006
     required_thresholds: ClassVar[Tuple[str, ...]] = ("min_value",)  # noqa: UP006
     success_keys: ClassVar[Tuple[str, ...]] = (  # noqa: UP006
-        *LabelGateExpectation.common_success_keys, "irr", "min_value")
+        *LabelGateExpectation.common_success_keys, "irr", "weights", "min_value")
 
 
     def _checks(self, m: dict[str, Any]) -> list[Check]:
@@ -54,6 +68,6 @@ class ExpectNormalizedCrossKappaToBeAtLeast(LabelGateExpectation):
     @classmethod
     def _sentence(cls, kw: dict[str, Any]) -> str:
         text = f"normalized κx ({cls._pools(kw)}) must be at least {fmt_kw(kw, 'min_value')}"
-        if kw.get("irr") != "krippendorff_alpha":
-            text += f" (normalized by {IRR_LABELS.get(str(kw.get('irr')), kw.get('irr'))})"
+        if kw.get("irr") != "krippendorff_alpha" or kw.get("weights") is not None:
+            text += f" (normalized by {IRR_LABELS.get(str(kw.get('irr')), kw.get('irr'))}{weights_phrase(kw)})"
         return text

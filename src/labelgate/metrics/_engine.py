@@ -26,12 +26,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from labelgate.core.estimate import CI_METHOD_OPTIONS, DEFAULT_CI_METHOD, Estimate, resolve_ci_method
+from labelgate.core.estimate import (
+    CI_METHOD_OPTIONS,
+    DEFAULT_CI_METHOD,
+    DeferredSE,
+    Estimate,
+    StandardError,
+    resolve_ci_method,
+)
 from labelgate.errors import ParameterError, Reason, check_option
 from labelgate.metrics._blocks import (
     CHUNK_CELLS,
@@ -204,49 +212,57 @@ def evaluate(metric: str, stat: ItemStatistic, *, ci: float | None, n_boot: int,
             part = intervals.get(key)
             details[f"{key}_ci_low"], details[f"{key}_ci_high"] = part if part else (np.nan, np.nan)
     interval = intervals.get("value")
-    se, se_method, z, p_value = standard_error(stat, float(value), value_index, boot_se, details,
-                                                spreads.get("value", math.nan))
+    se: float | DeferredSE
+    if ci is None and np.isfinite(value):
+        # a point estimate: the standard error (per-item statistics the point avoids) waits until it is read
+        se, se_method, z, p_value = DeferredSE(partial(standard_error, stat, float(value), value_index)), None, \
+            math.nan, math.nan
+    else:  # the interval's blocks, delta standard error or replicates are at hand
+        se, se_method, z, p_value, se_details = standard_error(stat, float(value), value_index, boot_se,
+                                                               spreads.get("value", math.nan))
+        details.update(se_details)
     return Estimate(metric=metric, value=float(value), ci=interval,
                     ci_level=float(ci) if interval is not None and ci is not None else None,
                     n_items=stat.n_items, n_ratings=stat.n_ratings, n_items_excluded=stat.n_items_excluded,
                     reason=reason, reason_code=reason_code, details=details,
                     n_boot=n_boot if interval and resampled else 0, ci_method=method if interval else None,
-                    se=se, se_method=se_method, z=z, p_value=p_value)
+                    se=se, se_method=se_method, z=z, p_value=p_value)  # type: ignore[arg-type]  # DeferredSE
 
 
-def standard_error(stat: ItemStatistic, value: float, value_index: int | None, boot_se: float,
-                   details: dict[str, Any], delta_se: float = math.nan) -> tuple[float, str | None, float, float]:
-    """``(se, se_method, z, p_value)`` of the value: analytic where published, else delta, else bootstrap.
+def standard_error(stat: ItemStatistic, value: float, value_index: int | None, boot_se: float = math.nan,
+                   delta_se: float = math.nan) -> StandardError:
+    """``(se, se_method, z, p_value, details)`` of the value: analytic where published, else delta, else bootstrap.
 
     None of them when ``stat.se_unavailable()`` says why (then in ``details["se_note"]``).
 
-    The analytic formula's source goes to ``details["se_source"]``; the test's standard error under the hypothesis
-    of no agreement to ``details["se_null"]`` (SAS's "ASE under H0"), its source to ``details["test_source"]``. The
-    delta method's standard error is the linearised one of the delta interval (no resampling); the bootstrap's
-    (the standard deviation of the finite replicates) is given only when an interval resampled and the
-    linearisation is unavailable (e.g. too many columns). ``delta_se``: the linearised one, if the delta interval
-    computed it.
+    ``details`` holds the entries for ``Estimate.details``: the analytic formula's source (``se_source``); the
+    test's standard error under the hypothesis of no agreement (``se_null``, SAS's "ASE under H0") and its source
+    (``test_source``). The delta method's standard error is the linearised one of the delta interval (no
+    resampling); the bootstrap's (the standard deviation of the finite replicates) is given only when an interval
+    resampled and the linearisation is unavailable (e.g. too many columns). ``delta_se``: the linearised one, if
+    the delta interval computed it.
     """
+    details: dict[str, Any] = {}
     if not np.isfinite(value):
-        return math.nan, None, math.nan, math.nan
+        return math.nan, None, math.nan, math.nan, details
     why = stat.se_unavailable() if stat.se_unavailable is not None else None
     if why:
         details["se_note"] = why
-        return math.nan, None, math.nan, math.nan
+        return math.nan, None, math.nan, math.nan, details
     found = stat.analytic(value) if stat.analytic is not None else None
     z, p_value = found.test(value) if found is not None else (math.nan, math.nan)
     if found is not None and found.source0 and np.isfinite(z):
         details["se_null"], details["test_source"] = found.se0, found.source0
     if found is not None and np.isfinite(found.se):
         details["se_source"] = found.source
-        return found.se, "analytic", z, p_value
+        return found.se, "analytic", z, p_value, details
     if not np.isfinite(delta_se):  # not computed already for a delta interval
         delta_se = _linearized(stat, ("value",), value_index)[0].get("value", math.nan)
     if np.isfinite(delta_se):
-        return delta_se, "delta", z, p_value
+        return delta_se, "delta", z, p_value, details
     if np.isfinite(boot_se):
-        return boot_se, "bootstrap", z, p_value
-    return math.nan, None, z, p_value
+        return boot_se, "bootstrap", z, p_value, details
+    return math.nan, None, z, p_value, details
 
 
 def _linearized(stat: ItemStatistic, keys: tuple[str, ...], value_index: int | None,

@@ -52,6 +52,7 @@ from labelgate.metrics._items import (
 )
 from labelgate.metrics.agreement import build_conger_kappa, build_fleiss_kappa, build_gwet_ac
 from labelgate.metrics.alpha import build_alpha, build_iota, ordinal_distance
+from labelgate.metrics.weights import Weights, unordered_weights
 
 DistanceName = Literal["nominal", "ordinal", "interval"]
 Distance = DistanceName | Callable[[Any, Any], float] | np.ndarray | None
@@ -63,6 +64,20 @@ IRR_BUILDERS: dict[str, Callable[..., ItemStatistic]] = {
     "gwet_ac": build_gwet_ac,
     "janson_olsson_iota": build_iota,
 }
+
+
+def weighted_irr(irr: str, r: Ratings, codes: IntArray, weights: Weights | None, function: str) -> ItemStatistic:
+    """The IRR ``irr`` on ``codes`` with the agreement ``weights`` (None: the coefficient's default).
+
+    Janson–Olsson ι has a distance (``"nominal"`` / ``"interval"``), not a weighting: weights are refused for it.
+    """
+    if weights is None:
+        return IRR_BUILDERS[irr](r, codes)
+    if irr == "janson_olsson_iota":
+        raise ParameterError(f"{function}: janson_olsson_iota takes no 'weights' (its distance is nominal or "
+                             "interval, from the level); use irr='krippendorff_alpha', 'fleiss_kappa', "
+                             "'conger_kappa' or 'gwet_ac' for a weighted IRR.", parameter="weights", value=weights)
+    return IRR_BUILDERS[irr](r, codes, weights)
 
 
 def _explain_cross(point: Components) -> tuple[Reason, str] | None:
@@ -314,7 +329,8 @@ def _kappa_estimate(x: Ratings, y: Ratings, cx: IntArray, kappa: ItemStatistic, 
 
 
 def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alpha", distance: Distance = None,
-                           *, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                           *, weights: Weights | None = None, ci: float | None = None,
+                           n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
                            ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""Normalized kappa_x: :math:`\kappa_x / \sqrt{IRR_X \cdot IRR_Y}` (xRR paper eq. 13).
 
@@ -331,6 +347,11 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     ----------
     irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
         The IRR used for both replications.
+    weights : str or array-like, optional
+        A weighting of the handbook (:data:`labelgate.weights.WEIGHTS`) or a q x q matrix of credits on the merged
+        categories, instead of ``distance``: both IRRs take these weights (as ``lg.krippendorff_alpha(r,
+        weights=...)`` etc.) and kappa_x the distance :math:`1 - w_{kl}` (of the symmetric part), so the ratio
+        still compares like with like. Not with ``irr="janson_olsson_iota"`` (ι has a distance, not weights).
     ci, n_boot, seed, ci_method
         As in :func:`labelgate.percent_agreement`, but ``ci_method="auto"`` (the default) gives the delta-method
         interval :math:`\hat\theta \pm z\,\widehat{se}` with the linearised (infinitesimal-jackknife) standard error
@@ -348,15 +369,26 @@ def normalized_cross_kappa(x: Ratings, y: Ratings, irr: str = "krippendorff_alph
     """
     check_bootstrap_args(ci, n_boot, seed, "normalized_cross_kappa", ci_method)
     check_option(irr, tuple(IRR_BUILDERS), "irr", "normalized_cross_kappa")
+    if weights is not None and distance is not None:
+        raise ParameterError("normalized_cross_kappa takes 'distance' or 'weights', not both (with weights, "
+                             "kappa_x's distance is 1 - w).", parameter="weights", value=weights)
     x, y, cx, cy = prepare_pair(x, y, "normalized_cross_kappa")
+    if weights is not None:
+        credit, _ = unordered_weights(x, weights, "normalized_cross_kappa")
+        kappa = build_cross_kappa(x, y, cx, cy, 1.0 - credit)
+        return _normalized_estimate(x, y, cx, cy, kappa, irr, None, ci, n_boot, seed, ci_method, weights)
     return _normalized_estimate(x, y, cx, cy, build_cross_kappa(x, y, cx, cy, distance), irr, distance, ci,
                                 n_boot, seed, ci_method)
 
 
 def _normalized_estimate(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, kappa: ItemStatistic, irr: str,
-                         distance: Distance, ci: float | None, n_boot: int, seed: Any, ci_method: str) -> Estimate:
+                         distance: Distance, ci: float | None, n_boot: int, seed: Any, ci_method: str,
+                         weights: Weights | None = None) -> Estimate:
     """The Estimate of normalized kappa_x from kappa_x's statistic on the prepared pair."""
-    irr_x, irr_y = _irr_with_distance(irr, x, cx, distance), _irr_with_distance(irr, y, cy, distance)
+    if weights is None:
+        irr_x, irr_y = _irr_with_distance(irr, x, cx, distance), _irr_with_distance(irr, y, cy, distance)
+    else:
+        irr_x, irr_y = (weighted_irr(irr, r, c, weights, "normalized_cross_kappa") for r, c in ((x, cx), (y, cy)))
 
     def finalize(parts: list[Components]) -> Components:
         kx, ix, iy = parts[0]["value"], parts[1]["value"], parts[2]["value"]
@@ -378,6 +410,8 @@ def _normalized_estimate(x: Ratings, y: Ratings, cx: IntArray, cy: IntArray, kap
                    explain=explain)
     stat.interval_components = ("cross_kappa", "irr_x", "irr_y")
     stat.details.update({"irr": irr, **_coverage(x, y, cx)})
+    if weights is not None:
+        stat.details["weights"] = weights if isinstance(weights, str) else "custom"
     return evaluate("normalized_cross_kappa", stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
 
 
@@ -412,7 +446,8 @@ def cross_pair(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot: int =
 
 
 def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_alpha", *,
-                   ci: float | None = None, n_boot: int = DEFAULT_N_BOOT, seed: Any = None,
+                   weights: Weights | None = None, ci: float | None = None, n_boot: int = DEFAULT_N_BOOT,
+                   seed: Any = None,
                    ci_method: str = DEFAULT_CI_METHOD) -> Estimate:
     r"""IRR of the crowd and of the trusted pool on their common items, with a joint item bootstrap.
 
@@ -429,6 +464,10 @@ def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_al
         The two pools, sharing one item index (:func:`labelgate.ratings_by_pool`).
     irr : {"krippendorff_alpha", "fleiss_kappa", "conger_kappa", "gwet_ac", "janson_olsson_iota"}
         The IRR.
+    weights : str or array-like, optional
+        The IRR's agreement weights, as in ``lg.krippendorff_alpha(r, weights=...)`` (a weighting of the handbook,
+        :data:`labelgate.weights.WEIGHTS`, or a q x q matrix on the merged categories); None: the coefficient's
+        default. Not with ``irr="janson_olsson_iota"``.
     ci, n_boot, seed, ci_method
         Item-bootstrap interval (as in :func:`labelgate.percent_agreement`).
 
@@ -444,7 +483,7 @@ def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_al
     check_bootstrap_args(ci, n_boot, seed, "irr_comparison", ci_method)
     check_option(irr, tuple(IRR_BUILDERS), "irr", "irr_comparison")
     x, y, cx, cy = prepare_pair(crowd, trusted, "irr_comparison")
-    parts = [IRR_BUILDERS[irr](x, cx), IRR_BUILDERS[irr](y, cy)]
+    parts = [weighted_irr(irr, r, c, weights, "irr_comparison") for r, c in ((x, cx), (y, cy))]
 
     def finalize(p: list[Components]) -> Components:
         ix, iy = p[0]["value"], p[1]["value"]
@@ -459,10 +498,9 @@ def irr_comparison(crowd: Ratings, trusted: Ratings, irr: str = "krippendorff_al
     stat = combine(parts, finalize, n_items=parts[0].n_items, n_ratings=parts[0].n_ratings, explain=explain,
                    n_items_excluded=parts[0].n_items_excluded)
     stat.interval_components = ("irr_y", "difference", "ratio")
-    est = evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)
-    if not math.isnan(est.details["irr_y"]):
-        return est
-    # Say why the trusted IRR (hence the comparison) is undefined.
-    inner = parts[1].explain(parts[1].point()) if parts[1].explain else None
-    est.details["irr_y_reason"] = f"the trusted IRR is undefined: {(inner or (None, 'undefined'))[1]}"
-    return est
+    trusted_point = parts[1].point()  # from its totals; est.details would compute the deferred standard error
+    if math.isnan(float(np.atleast_1d(trusted_point["value"])[0])):
+        # Say why the trusted IRR (hence the comparison) is undefined.
+        inner = parts[1].explain(trusted_point) if parts[1].explain else None
+        stat.details["irr_y_reason"] = f"the trusted IRR is undefined: {(inner or (None, 'undefined'))[1]}"
+    return evaluate(irr, stat, ci=ci, n_boot=n_boot, seed=seed, ci_method=ci_method)

@@ -3,7 +3,8 @@
 Each table (the crowd batch and the trusted replication, validated separately) is checked against a
 pandera schema built from the configuration (:func:`build_schema`):
 
-* item, rater and pool ids: present, non-empty, read as text; the pool is the expected one;
+* item, rater and pool ids: present, non-empty, read as text; the pool is the expected one (a row of a pool that is
+  none of the configured ones is left out and counted in ``left_out`` unless ``pools.unknown: invalid``);
 * the label of every question: at most :data:`~labelgate.pipeline.limits.MAX_LABEL_CHARS` characters long, within
   its categories (nominal/ordinal), or a finite number within the listed categories, if any (interval/ratio;
   non-negative for ratio);
@@ -48,7 +49,7 @@ from labelgate.pipeline.limits import MAX_CATEGORIES, MAX_LABEL_CHARS, shown
 from labelgate.pipeline.sources import as_str, question_value
 from labelgate.pipeline.sources.pools import ADDED_COLUMNS
 from labelgate.pipeline.units import set_elements, unit_label
-from labelgate.pipeline.validation_drops import left_out, left_out_text
+from labelgate.pipeline.validation_drops import left_out, outside_pool_causes, outside_pools, with_left_out
 
 NUMERIC_LEVELS = ("interval", "ratio")
 _UNIQUE = "multiple_fields_uniqueness"
@@ -82,8 +83,9 @@ class ValidationResult:
     table : str
         Name of the table in messages (the pool).
     left_out : dict of str to int
-        Valid rows that hold no judgement of a configured question, by cause
-        (:func:`labelgate.pipeline.validation_drops.left_out`): the measurement leaves them out.
+        Rows the measurement leaves out, by cause (:mod:`labelgate.pipeline.validation_drops`): valid rows that hold
+        no judgement of a configured question, and rows of a pool that is not configured (``pools.unknown:
+        leave_out``; these are not checked and count in neither ``n_rows`` nor ``n_invalid``).
     """
 
     valid: pd.DataFrame
@@ -449,6 +451,17 @@ def validate(df: pd.DataFrame, config: GateConfig,
     table = pool or "input"
     _check_layout(config)
     _check_table(df, config, table)
+    outside = outside_pools(df[config.columns.pool], config)
+    other_pools = outside_pool_causes(df[config.columns.pool][outside])
+    if outside.any():  # another pool's rows (pools.unknown: leave_out): counted, neither checked nor measured
+        if outside.all():
+            raise InputError(f"Every row of the {table} table has a pool value outside the configured pools "
+                             f"({', '.join(f'{c} {n} rows' for c, n in other_pools.items())}); check 'pools' "
+                             f"(crowd {config.pools.crowd!r}, trusted {config.pools.trusted!r}).",
+                             Reason.EMPTY_INPUT, table=table, column=config.columns.pool)
+        attrs = dict(df.attrs)
+        df = df.loc[~outside]
+        df.attrs.update(attrs)
     cats = {q.name: (categories_by_question or {}).get(q.name, q.categories) for q in config.questions}
     work = df.reset_index(drop=True)
     cases = _validate_rows(work, config, cats, pool)
@@ -462,18 +475,11 @@ def validate(df: pd.DataFrame, config: GateConfig,
     quarantine["_reasons"] = [reasons[i] for i in bad]
     quarantine = quarantine.reset_index(drop=True)
     passed, reason = _policy(len(df), len(bad), counts, config, table)
-    dropped = left_out(valid, config)
+    dropped = {**other_pools, **left_out(valid, config)}
     return ValidationResult(valid=valid, quarantine=quarantine, n_rows=len(df), n_invalid=len(bad),
                             invalid_share=len(bad) / len(df), error_counts=counts, passed_policy=passed,
-                            reason=_with_left_out(reason, dropped), table=table,
+                            reason=with_left_out(reason, dropped), table=table,
                             categories={k: _tuple(v) for k, v in cats.items()}, left_out=dropped)
-
-
-def _with_left_out(reason: str, dropped: dict[str, int]) -> str:
-    """The policy's sentence with the rows left out of the measurement, so "all rows passed" never hides them."""
-    if not dropped:
-        return reason
-    return f"{reason.rstrip('.')}{left_out_text(dropped)}."
 
 
 def validate_pools(crowd_df: pd.DataFrame, trusted_df: pd.DataFrame, config: GateConfig,

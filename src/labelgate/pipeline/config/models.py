@@ -173,10 +173,16 @@ class Columns(_Strict):
 
 
 class Pools(_Strict):
-    """Pool values used when one table holds both replications."""
+    """Pool values used when one table holds both replications, and what becomes of rows of any other pool."""
 
     crowd: str = "crowd"
     trusted: str = "trusted"
+    # A combined export often carries a third pool (another vendor, a pilot round): its rows are not this gate's, so
+    # by default they are left out of the measurement and counted by pool value, not quarantined (docs/validation.md).
+    unknown: Literal["leave_out", "invalid"] = Field(
+        default="leave_out", description="Rows whose pool value is set but is neither 'crowd' nor 'trusted': "
+        "'leave_out' counts them in the validation summary (left_out) and measures without them; 'invalid' "
+        "quarantines them as failing the pool check.")
 
 
 class SpanColumns(_Strict):
@@ -293,9 +299,11 @@ def _check_threshold(gate_type: str, key: str, value: float | None) -> None:
 class Gate(_Strict):
     """One expectation with its thresholds.
 
-    ``type`` selects the expectation: ``normalized_cross_kappa`` / ``cross_kappa`` (``min_value``),
-    ``irr_baseline`` (``tolerance`` or ``min_ratio``, optional ``max_excess``, ``irr``), ``labeler_icc``
-    (``margin``), ``spa`` (``min_value`` / ``max_value``, ``weighting``).
+    ``type`` selects the expectation: ``normalized_cross_kappa`` (``min_value``, ``irr``, ``weights``) /
+    ``cross_kappa`` (``min_value``), ``irr_baseline`` (``tolerance`` or ``min_ratio``, optional ``max_excess``,
+    ``irr``, ``weights``), ``labeler_icc`` (``margin``), ``spa`` (``min_value`` / ``max_value``, ``weighting``).
+    ``weights`` is the IRR's agreement weighting (a handbook name, or a q x q matrix in the question's category
+    order), passed to the expectation as its ``weights`` parameter.
     """
 
     type: GateType
@@ -308,7 +316,26 @@ class Gate(_Strict):
     max_excess: float | None = None
     margin: float = 0.0
     irr: IrrName = "krippendorff_alpha"
+    weights: StrictStr | list[list[float]] | None = None
     weighting: SpaWeighting = "annotations_m1"
+
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, value: str | list[list[float]] | None, info: ValidationInfo) -> Any:
+        if value is None:
+            return value
+        if info.data.get("type") not in ("normalized_cross_kappa", "irr_baseline"):
+            raise ValueError(f"gate type {info.data.get('type')!r} has no IRR to weight; 'weights' applies to "
+                             "'normalized_cross_kappa' and 'irr_baseline'")
+        if isinstance(value, str):
+            from labelgate.metrics.weights import ALIASES, WEIGHTS
+
+            if value not in WEIGHTS and value not in ALIASES:
+                raise ValueError(f"unknown weighting {value!r}; one of "
+                                 f"{', '.join(repr(w) for w in (*WEIGHTS, *ALIASES))}, or a q x q matrix")
+        elif not value or any(len(row) != len(value) for row in value):
+            raise ValueError("a weights matrix must be square: q rows of q credits, in the question's category order")
+        return value
 
     @field_validator(*THRESHOLD_KEYS)
     @classmethod

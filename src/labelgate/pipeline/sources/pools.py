@@ -70,8 +70,9 @@ def load_selected(config: GateConfig, batch_path: str | Path | None = None,
 
     *One source* (no trusted source, or the same file twice): the pool column is required. Rows whose pool
     is ``pools.trusted`` form the trusted table; **every other row** (``pools.crowd``, an unknown value,
-    or missing) goes to the crowd table, where validation quarantines the unknown ones, so no row is
-    dropped silently.
+    or missing) goes to the crowd table, where validation quarantines the missing ones and counts those of
+    pools that are not configured as left out (or quarantines them too, with ``pools.unknown: invalid``), so no
+    row is dropped silently.
 
     *Row selection*: ``batch.where`` / ``trusted.where`` (column → value or list of values, compared as text)
     keep the rows of the crowd / trusted table that match every column; the others are counted in

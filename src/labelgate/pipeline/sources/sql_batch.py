@@ -8,7 +8,8 @@ the database runs:
    takes them from the trusted table);
 2. per question, the distinct labels (bounded by :data:`MAX_DISTINCT_LABELS`), judged in Python by the row path's
    own label rules (:func:`labelgate.pipeline.validation.label_checks`);
-3. one counting query: per table (crowd: every row whose pool is not the trusted one; trusted), the rows and the
+3. one counting query: per table (crowd: every row whose pool is not the trusted one, but for the rows of pools that
+   are not configured, which ``pools.unknown: leave_out`` counts by pool value apart; trusted), the rows and the
    rows failing each check — missing or empty ids, a pool that is not the table's, a missing question, a missing
    label, a label failing a rule, and duplicate judgements (``count(*) OVER (PARTITION BY item, rater, pool
    [, question])``: every copy fails, as in the row path);
@@ -35,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from labelgate.errors import InputError, Reason
-from labelgate.pipeline import validation
+from labelgate.pipeline import validation, validation_drops
 from labelgate.pipeline.config import ConfigError, GateConfig, Question
 from labelgate.pipeline.limits import MAX_COLUMNS
 from labelgate.pipeline.sources.pools import question_value
@@ -148,8 +149,27 @@ class SqlBatch:
         return out
 
 
+#: Rater-specific IRRs: computed from each rater's sums in the database, without an interval.
+POINT_ONLY_IRRS = ("conger_kappa", "janson_olsson_iota")
+
+
+def point_only_gates(config: GateConfig) -> list[str]:
+    """The gates of ``config`` the database computes on the point value only: the labeler ICC and the IRRs with
+    rater-specific chance agreement read each rater's sums (:mod:`labelgate.sqlagg.tallies`), and their bootstrap
+    resamples judgements, which stay in the database (:mod:`labelgate.gx._sql`)."""
+    gates = [g.type for g in config.gates if g.type == "labeler_icc"]
+    return gates + [f"{g.type} with irr={g.irr!r}" for g in config.gates
+                    if g.type in ("normalized_cross_kappa", "irr_baseline") and g.irr in POINT_ONLY_IRRS]
+
+
 def refusal(config: GateConfig) -> str | None:
-    """Why ``config`` cannot be gated in the database (None when it can)."""
+    """Why ``config`` cannot be gated in the database (None when it can).
+
+    A gate judged on an interval bound that the database path cannot compute is refused (an ERROR at load, never a
+    decision without the bound): the labeler ICC, Conger's κ and ι have their point values from the database's
+    sums but no interval (:func:`point_only_gates`), so they run there only with ``interval.use_ci_bound: false``
+    (or ``interval.ci: null``).
+    """
     batch, trusted = config.batch, config.trusted
     if trusted.format != "auto" or trusted.path or trusted.query:
         if trusted != batch:
@@ -157,12 +177,12 @@ def refusal(config: GateConfig) -> str | None:
                     "pool column)")
     if batch.where or trusted.where:
         return "'batch.where' / 'trusted.where' select rows in the client; put the selection into the query's WHERE"
-    needs_raters: list[str] = [g.type for g in config.gates if g.type == "labeler_icc"]
-    needs_raters += [f"{g.type} with irr={g.irr!r}" for g in config.gates
-                     if getattr(g, "irr", None) in ("conger_kappa", "janson_olsson_iota")]
-    if needs_raters:
-        return (f"the gate(s) {needs_raters} need to know which rater gave each label, and the statistics are "
-                "computed from item x category counts")
+    point_only = point_only_gates(config)
+    if point_only and config.interval.use_ci_bound and config.interval.ci is not None:
+        return (f"interval.use_ci_bound judges every gate on its interval bound, and the gate(s) {point_only} have "
+                "no interval from the database's sums (their resamples draw each rater's judgements, which stay in "
+                "the database); set interval.use_ci_bound: false to judge them on the point value, or gate the rows "
+                "from a file")
     if "exclude" in config.raters.actions().values():
         return "the rater action 'exclude' decides again without rows, which needs the rows in the client"
     return None
@@ -249,11 +269,43 @@ class _Loader:
 
     # ------------------------------------------------------------------ conditions
     def table_condition(self, table: str) -> Any:
-        """The rows of ``table``: the trusted pool's, or every other row (unknown and missing pools included)."""
+        """The rows of ``table``: the trusted pool's, or every other row (missing pools included; unknown pools too
+        with ``pools.unknown: invalid``, else they are outside both tables: :meth:`outside_condition`)."""
+        import sqlalchemy as sa
+
         pool = self.c(self.config.columns.pool)
         if table == "trusted":
             return pool == self.config.pools.trusted
-        return pool.is_(None) | (pool != self.config.pools.trusted)
+        return sa.and_(pool.is_(None) | (pool != self.config.pools.trusted), sa.not_(self.outside_condition()))
+
+    def outside_condition(self) -> Any:
+        """The rows whose pool value is set, not empty and none of the configured pools, with ``pools.unknown:
+        leave_out`` (:func:`labelgate.pipeline.validation_drops.outside_pools`); no row with ``invalid``."""
+        import sqlalchemy as sa
+
+        pools = self.config.pools
+        if pools.unknown != "leave_out":
+            return sa.false()
+        pool = self.c(self.config.columns.pool)
+        return pool.is_not(None) & pool.not_in([pools.crowd, pools.trusted, ""])
+
+    def outside_causes(self) -> dict[str, int]:
+        """The rows outside the configured pools by pool value (one ``GROUP BY``), worded as the row path words them
+        (:func:`labelgate.pipeline.validation_drops.pool_causes`)."""
+        import sqlalchemy as sa
+
+        if self.config.pools.unknown != "leave_out":
+            return {}
+        pool = self.c(self.config.columns.pool)
+        n = sa.func.count()
+        grouped = sa.select(pool.label("value"), n.label("n")).where(self.outside_condition()).group_by(pool) \
+            .subquery("lg_outside")
+        top = self.backend.fetch(sa.select(grouped.c.value, grouped.c.n)
+                                 .order_by(grouped.c.n.desc(), grouped.c.value).limit(validation_drops.NAMED))
+        if not top:
+            return {}
+        totals = self.backend.fetch(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(grouped.c.n), 0)))[0]
+        return validation_drops.pool_causes([(str(v), int(k)) for v, k in top], int(totals[0]), int(totals[1]))
 
     def question_condition(self, question: Question) -> Any:
         """The rows of ``question`` (every row without a question column)."""
@@ -322,7 +374,9 @@ class _Loader:
         import sqlalchemy as sa
 
         pools = self.config.pools
-        table = sa.case((self.table_condition("trusted"), 1), else_=0)
+        # as the row path splits one source: a row of the crowd pool and one of the trusted pool, exactly
+        table = sa.case((self.table_condition("trusted"), 1), (self.c(self.config.columns.pool) == pools.crowd, 0),
+                        else_=2)
         found = {int(r[0]) for r in self.backend.fetch(sa.select(table).group_by(table))}
         for code, name in enumerate(TABLES):
             if code not in found:
@@ -380,7 +434,9 @@ class _Loader:
         table = sa.case((self.table_condition("trusted"), 1), else_=0)
         presence = [total(self.question_condition(q)) for q in cfg.questions] if cfg.columns.question else []
         rows = self.backend.fetch(sa.select(table, sa.func.count(), total(bad), *presence,
-                                            *[total(c.condition) for c in checks]).group_by(table))
+                                            *[total(c.condition) for c in checks])
+                                  .where(sa.not_(self.outside_condition())).group_by(table))
+        outside = {"crowd": self.outside_causes(), "trusted": {}}  # one source: the row path's crowd table holds them
         found = {int(r[0]): [int(v) for v in r[1:]] for r in rows}
         summary, counts = {}, {}
         for code, name in enumerate(TABLES):
@@ -399,7 +455,9 @@ class _Loader:
             passed, reason = validation.policy(n_rows, n_invalid, counts[name], cfg, pool)
             summary[name] = {"table": pool, "n_rows": n_rows, "n_valid": n_rows - n_invalid, "n_invalid": n_invalid,
                              "invalid_share": n_invalid / n_rows, "error_counts": counts[name],
-                             "passed_policy": passed, "reason": reason}
+                             "passed_policy": passed,
+                             "reason": validation_drops.with_left_out(reason, outside[name]),
+                             "left_out": outside[name]}
         return summary, counts
 
     def quarantine(self, table: str, checks: list[_Check], categories: dict[str, Any]) -> pd.DataFrame:
