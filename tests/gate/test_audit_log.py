@@ -17,7 +17,7 @@ from labelgate.cli.main import app
 from labelgate.gate import Hooks, run
 from labelgate.pipeline.store import ResultsStore
 from labelgate.pipeline.synth import scenario_named, simulate
-from tests.pipeline.test_alerts import Receiver
+from tests.loopback import Receiver
 
 CONFIG = """
 gates:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
-
 import numpy as np
 import pytest
 
@@ -16,6 +12,7 @@ from labelgate.monitor.arl import cusum_limit, siegmund_arl
 from labelgate.monitor.state import Meta
 from labelgate.monitor.streams import stream, write_deliveries
 from labelgate.pipeline.config import ChangeDetector, Drift
+from tests.loopback import Receiver
 
 META = Meta("nominal", ["neg", "neu", "pos"], None)
 CODES = {c: i for i, c in enumerate(META.categories)}
@@ -142,38 +139,9 @@ def test_drift_scenario_opens_an_episode_within_the_documented_windows(seed):
         assert closes and 45 + drift.close_after + drift.cooldown <= closes[-1].window["window_index"] < 45 + 50
 
 
-class Receiver:
-    """A local HTTP receiver that records every POST."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                owner.requests.append(
-                    {"headers": dict(self.headers), "body": json.loads(self.rfile.read(length))}
-                )
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def receiver():
-    rec = Receiver()
+    rec = Receiver(json_bodies=True)
     yield rec
     rec.close()
 

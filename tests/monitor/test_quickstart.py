@@ -16,7 +16,7 @@ from labelgate.cli.main import app, write_synthetic
 from labelgate.monitor import history
 from labelgate.pipeline.database import make_engine
 from labelgate.pipeline.tables import alert_deliveries_table, windows_table
-from tests.monitor.test_drift import Receiver
+from tests.loopback import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIFT_DAY = "2026-01-08"  # day 4 of the drift scenario (from 2026-01-05): the crowd's noise rises at its start
@@ -47,7 +47,7 @@ def deliver(root: Path, *days: int) -> None:
 
 @pytest.fixture
 def receiver():
-    rec = Receiver()
+    rec = Receiver(json_bodies=True)
     yield rec
     rec.close()
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import logging
 import socket
-import threading
 import time
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from labelgate.pipeline.alerts import build_message, deliver
 from labelgate.pipeline.config import Alerts
 from labelgate.pipeline.store import GateRecord, ResultsStore
+from tests.loopback import Receiver
 
 SUMMARY = {
     "batch_id": "batch-0007",
@@ -24,37 +23,6 @@ SUMMARY = {
     "metrics": {"label": {"normalized_cross_kappa": {"value": 0.41, "ci_low": 0.30, "ci_high": 0.52},
                           "krippendorff_alpha": {"value": float("nan"), "ci_low": None, "ci_high": None}}},
 }
-
-
-class Receiver:
-    """A local HTTP receiver; ``statuses`` are answered in turn (then 200)."""
-
-    def __init__(self, statuses: list[int] | None = None) -> None:
-        self.requests: list[dict] = []
-        self.statuses = list(statuses or [])
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                owner.requests.append({"path": self.path, "headers": dict(self.headers),
-                                       "body": self.rfile.read(length)})
-                status = owner.statuses.pop(0) if owner.statuses else 200
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -6,13 +6,11 @@ loopback HTTP receiver that answers slowly (so that every sender is inside its s
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -26,39 +24,12 @@ from labelgate.pipeline.migrations import migrate
 from labelgate.pipeline.synth import scenario_named, simulate
 from labelgate.pipeline.tables import alert_deliveries_table as ledger
 from tests.gate.test_concurrency import pg_admin, store_url  # noqa: F401  (fixtures: SQLite and PostgreSQL)
-
-
-class SlowReceiver:
-    """Counts POSTs per Idempotency-Key; each answer waits ``delay`` seconds."""
-
-    def __init__(self, delay: float = 0.3) -> None:
-        self.keys: Counter[str] = Counter()
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                owner.keys[self.headers.get("Idempotency-Key", "")] += 1
-                time.sleep(delay)  # the receiver's own latency, not a wait in the test
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from tests.loopback import Receiver
 
 
 @pytest.fixture
 def receiver():
-    rec = SlowReceiver()
+    rec = Receiver(delay=0.3)
     yield rec
     rec.close()
 
