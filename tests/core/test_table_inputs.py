@@ -399,3 +399,10 @@ def test_weighted_aggregated_rows_and_bad_weighted_counts():
         lg.Ratings.from_counts([[1, 0.5], [np.inf, 2]])
     with pytest.raises(lg.InputError, match="non-finite count nan at row 1"):
         lg.Ratings.from_aggregates([0, 1], [0, 1], [1.0, np.nan], item_labels=["a", "b"], categories=["n", "p"])
+
+
+def test_label_sets_without_a_rater_column_are_refused_naming_both():
+    frame = {"item_id": [1, 1], "label": [["a"], ["a", "b"]]}
+    with pytest.raises(lg.InputError, match=r"label sets \(level 'set'\) need a rater column") as err:
+        lg.Ratings.from_long(frame, rater=None, level="set", distance="jaccard")
+    assert err.value.code == lg.Reason.MISSING_COLUMN
