@@ -27,8 +27,10 @@ DEFAULT_CI_METHOD = "auto"
 #: kappa_x's bootstrap distribution has heavier tails than its sampling distribution, and the BCa and percentile
 #: intervals under-cover there, while the delta-method interval is in 93-97 % at 50, 100 and 300 items.
 AUTO_CI_METHODS: dict[str, str] = {"normalized_cross_kappa": "delta"}
-#: Values of ``Estimate.se_method``: a published variance formula (``"analytic"``), the linearised standard error
-#: of the item statistics (``"delta"``) or the standard deviation of the item-bootstrap replicates (``"bootstrap"``).
+#: Values of ``Estimate.se_method``: a published variance formula (``"analytic"``), the delta method (``"delta"``: the
+#: linearised standard error of the item statistics; for the two-way ICC forms and Phi, of the model's own variance
+#: of its mean squares or log precision, named in ``details["se_source"]``) or the standard deviation of the
+#: item-bootstrap replicates (``"bootstrap"``).
 SE_METHODS: tuple[str, ...] = ("analytic", "delta", "bootstrap")
 
 #: What a deferred standard error computes: ``(se, se_method, z, p_value, details)``, ``details`` the entries it
@@ -114,7 +116,9 @@ class Estimate:
     se_method : str or None
         How ``se`` was computed (:data:`SE_METHODS`): ``"analytic"`` (a published variance formula, named in
         ``details["se_source"]``), ``"delta"`` (the linearised, infinitesimal-jackknife standard error of the
-        item statistics) or ``"bootstrap"`` (the standard deviation of the item-bootstrap replicates).
+        item statistics; for the two-way ICC forms and Phi the delta method over the model's variance of its mean
+        squares or log precision, named in ``details["se_source"]``) or ``"bootstrap"`` (the standard deviation of
+        the item-bootstrap replicates).
     z : float
         ``value / se0`` for the test of no agreement beyond chance, with ``se0`` the standard error under that
         hypothesis, where the literature defines one (Cohen's kappa, Fleiss' kappa); NaN elsewhere.

@@ -18,7 +18,32 @@ form      formula
 
 Confidence intervals are McGraw & Wong's F-distribution intervals (the
 agreement forms use Satterthwaite's approximate degrees of freedom), as in
-pingouin's ``intraclass_corr`` and R's ``psych::ICC``. For sparse crowd
+pingouin's ``intraclass_corr`` and R's ``psych::ICC``.
+
+Standard errors (``Estimate.se``; :func:`icc_se`). The one-way forms have
+Fisher's (1925) large-sample variance (Smith 1956 for the balanced one-way
+design; R ``DMAR::var_icc``), for ``1k`` through the Spearman–Brown relation
+:math:`\rho_k = k\rho / (1 + (k-1)\rho)`:
+
+.. math::
+
+    \widehat{\mathrm{var}}(\hat\rho_1) = \frac{2 (1-\hat\rho_1)^2 (1 + (k-1)\hat\rho_1)^2}{k (k-1) (n-1)},
+    \qquad
+    \widehat{\mathrm{var}}(\hat\rho_k) = \frac{2 k (1-\hat\rho_k)^2}{(k-1)(n-1)}
+
+(``se_method="analytic"``). The two-way forms have the delta-method variance
+over the independent mean squares of the normal two-way model that the F
+intervals assume, :math:`\mathrm{var}(MS_j) \approx 2 MS_j^2 / df_j`: a form
+:math:`\rho = \sum_j a_j MS_j / \sum_j b_j MS_j` has
+
+.. math::
+
+    \widehat{\mathrm{var}}(\hat\rho) = \sum_j \frac{(a_j - \hat\rho\, b_j)^2}{D^2}
+    \frac{2 MS_j^2}{df_j}, \qquad D = \sum_j b_j MS_j
+
+(``se_method="delta"``); for ``C1`` it is Fisher's expression above with the
+residual mean square. Both are checked against the spread of the estimates
+over simulated normal designs (``tests/metrics/test_icc_se.py``). For sparse crowd
 designs use :func:`~labelgate.metrics.variance.variance_components`,
 :func:`~labelgate.metrics.variance.item_icc` and
 :func:`~labelgate.metrics.variance.labeler_icc`.
@@ -129,6 +154,52 @@ def _interval(form: str, ms: dict[str, float], value: float, level: float) -> tu
     return low * k / (1 + low * (k - 1)), up * k / (1 + up * (k - 1))
 
 
+FISHER_1925 = ("Fisher (1925), large-sample variance of the intraclass correlation (Smith 1956; R DMAR::var_icc); "
+               "the average of k ratings through the Spearman-Brown relation")
+DELTA_MEAN_SQUARES = ("delta method over the independent ANOVA mean squares of the normal two-way model, "
+                      "var(MS) = 2 MS^2 / df (the model of McGraw & Wong's F intervals)")
+
+# Each two-way form as (numerator, denominator) coefficients of (MS_items, MS_raters, MS_error).
+_TWO_WAY = ("ms_items", "ms_raters", "ms_error")
+
+
+def _two_way_coefficients(form: str, n: float, k: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    numerator = (1.0, 0.0, -1.0)
+    return numerator, {"C1": (1.0, 0.0, k - 1.0), "Ck": (1.0, 0.0, 0.0),
+                       "A1": (1.0, k / n, k - 1.0 - k / n), "Ak": (1.0, 1.0 / n, -1.0 / n)}[form]
+
+
+def icc_se(form: str, ms: dict[str, float], value: float) -> tuple[float, str | None, str | None]:
+    r"""Standard error of an ICC form, its method and source (see the module docstring).
+
+    ``(se, se_method, se_source)``; ``(nan, None, None)`` when the value is undefined or the design has fewer
+    than two items or two raters.
+
+    >>> ms = {"n": 10.0, "k": 3.0, "ms_items": 5.0, "ms_raters": 1.0, "ms_error": 0.5, "ms_within": 0.6}
+    >>> rho = (5.0 - 0.6) / (5.0 + 2 * 0.6)
+    >>> se, method, _ = icc_se("1", ms, rho)
+    >>> method, round(se, 6), round(math.sqrt(2 * (1 - rho)**2 * (1 + 2 * rho)**2 / (3 * 2 * 9)), 6)
+    ('analytic', 0.135176, 0.135176)
+    """
+    n, k = ms["n"], ms["k"]
+    if not (math.isfinite(value) and n >= 2 and k >= 2):
+        return math.nan, None, None
+    if form == "1":
+        var = 2.0 * (1.0 - value) ** 2 * (1.0 + (k - 1.0) * value) ** 2 / (k * (k - 1.0) * (n - 1.0))
+        return math.sqrt(var), "analytic", FISHER_1925
+    if form == "1k":
+        return math.sqrt(2.0 * k * (1.0 - value) ** 2 / ((k - 1.0) * (n - 1.0))), "analytic", FISHER_1925
+    dfs = (n - 1.0, k - 1.0, (n - 1.0) * (k - 1.0))
+    numerator, denominator = _two_way_coefficients(form, n, k)
+    squares = [ms[name] for name in _TWO_WAY]
+    scale = sum(b * m for b, m in zip(denominator, squares, strict=True))
+    if not (math.isfinite(scale) and scale != 0):
+        return math.nan, None, None
+    var = sum((a - value * b) ** 2 * 2.0 * m * m / df
+              for a, b, m, df in zip(numerator, denominator, squares, dfs, strict=True)) / scale**2
+    return math.sqrt(var), "delta", DELTA_MEAN_SQUARES
+
+
 MissingPolicy = Literal["raise", "omit"]
 
 
@@ -191,9 +262,13 @@ def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: 
     -------
     Estimate
         ``details``: the mean squares, ``f``, ``df1``, ``df2``, ``p_value``
-        (F test of no item variance), ``n_raters`` and ``form``. NaN with a
-        reason when a mean square is undefined (one item, one rater) or all
-        ratings are equal.
+        (F test of no item variance), ``n_raters``, ``form`` and ``se_source``.
+        ``se``: Fisher's (1925) large-sample standard error for the one-way
+        forms (``se_method="analytic"``), the delta method over the mean
+        squares for the two-way forms (``"delta"``); see the module docstring.
+        ``Estimate.z`` and ``Estimate.p_value`` are NaN (the test of no item
+        variance is the F test in ``details``). NaN with a reason when a mean
+        square is undefined (one item, one rater) or all ratings are equal.
 
     Raises
     ------
@@ -212,6 +287,9 @@ def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: 
     >>> est = icc(r, "Ak", ci=0.95)
     >>> round(est.ci[0], 4), round(est.ci[1], 4)
     (0.3385, 0.9936)
+    >>> est = icc(r, "1")
+    >>> est.se_method, round(est.se, 4)
+    ('analytic', 0.2058)
     >>> gap = lg.Ratings.from_wide([[1, 2, 3], [3, 3, 4], [5, 6, 6], [2, 2, 4], [4, None, 5]], level="interval")
     >>> est = icc(gap, "C1", missing="omit")
     >>> round(float(est), 4), est.n_items, est.details["n_items_omitted"]
@@ -232,7 +310,7 @@ def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: 
     with np.errstate(divide="ignore", invalid="ignore"):
         f_obs = _div(ms["ms_items"], ms["ms_within"] if one_way else ms["ms_error"])
     p_value = float(f_dist.sf(f_obs, df1, df2)) if math.isfinite(f_obs) and df1 > 0 and df2 > 0 else math.nan
-    details = {"form": form, **{k: v for k, v in ms.items() if k.startswith("ms_")}, "f": f_obs,
+    details: dict[str, Any] = {"form": form, **{k: v for k, v in ms.items() if k.startswith("ms_")}, "f": f_obs,
                "df1": df1, "df2": df2, "p_value": p_value, "n_raters": int(ms["k"])}
     if missing == "omit":
         details["n_items_omitted"] = omitted
@@ -240,6 +318,9 @@ def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: 
     if not math.isfinite(value):
         reason = _reason(ms)
         value = math.nan
+    se, se_method, se_source = icc_se(form, ms, value) if reason is None else (math.nan, None, None)
+    if se_source is not None:
+        details["se_source"] = se_source
     interval = None
     if ci is not None and reason is None:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -247,7 +328,7 @@ def icc(r: Ratings, form: Form = "A1", *, missing: MissingPolicy = "raise", ci: 
         interval = (float(low), float(high))
     return Estimate(metric="icc", value=float(value), ci=interval, ci_level=level_of(ci, interval),
                     n_items=r.n_items, n_ratings=r.n_ratings, reason=reason[1] if reason else None,
-                    reason_code=reason[0] if reason else None, details=details)
+                    reason_code=reason[0] if reason else None, details=details, se=se, se_method=se_method)
 
 
 def _reason(ms: dict[str, float]) -> tuple[Reason, str]:
