@@ -164,3 +164,51 @@ def test_bad_input_raises_naming_the_problem():
         phi_agreement(r, ci=95)
     with pytest.raises(lg.ParameterError, match="'prior' parameter of phi_agreement must be one of"):
         phi_agreement(r, prior="jeffreys")
+
+
+# ----------------------------------------------------------------------------- standard error
+def _se_spread(prior: str, replicates: int, n_items: int) -> float:
+    """sd of Phi over simulated Beta designs (precision 6, item means uniform on the scale, 5 ratings per item)
+    divided by the root mean square of the reported standard errors."""
+    rng = np.random.default_rng([35, 3, n_items])
+    values, variances = [], []
+    for _ in range(replicates):
+        est = phi_agreement(beta_ratings(rng, 6.0, n_items, 5), limits=(0, 1), squeeze=False, prior=prior)
+        assert est.se_method == "delta" and est.se > 0
+        values.append(est.value)
+        variances.append(est.se**2)
+    return float(np.std(values, ddof=1) / math.sqrt(np.mean(variances)))
+
+
+def test_flat_prior_standard_error_matches_the_spread_of_simulated_estimates():
+    # 200 replicates: the sample sd has a relative sampling error of about 1 / sqrt(400) = 5 %; 3 of them
+    assert 0.85 < _se_spread("flat", 200, 30) < 1.15
+
+
+def test_fitted_prior_standard_error_matches_the_spread_of_simulated_estimates():
+    # the joint fit is slower, so 40 replicates: a relative sampling error of about 11 %; 3 of them
+    assert 0.67 < _se_spread("beta", 40, 25) < 1.33
+
+
+@pytest.mark.parametrize("prior", ["beta", "flat"])
+def test_standard_error_is_the_delta_method_over_the_log_precision(prior):
+    r = beta_ratings(np.random.default_rng([35, 4]), 5.0, 40, 4)
+    est = phi_agreement(r, limits=(0, 1), squeeze=False, prior=prior, ci=0.9)
+    p, se_log = est.details["precision"], est.details["log_precision_se"]
+    # dPhi/dlog p by central differences of the authors' agreement function
+    h = 1e-6
+    slope = (phi_from_precision(p * math.exp(h)) - phi_from_precision(p * math.exp(-h))) / (2 * h)
+    assert est.se == pytest.approx(float(slope) * se_log, rel=1e-6)
+    assert "observed information" in est.details["se_source"] and math.isnan(est.z) and math.isnan(est.p_value)
+    if prior == "beta":  # the Wald interval on log p is log p -/+ z se(log p)
+        z = 1.6448536269514722
+        assert est.details["precision_ci_low"] == pytest.approx(p * math.exp(-z * se_log), rel=1e-9)
+        assert est.details["precision_ci_high"] == pytest.approx(p * math.exp(z * se_log), rel=1e-9)
+    else:  # the likelihood-ratio interval of a regular likelihood is close to the Wald one
+        assert est.details["precision_ci_low"] == pytest.approx(p * math.exp(-1.6448536269514722 * se_log), rel=0.05)
+
+
+def test_no_standard_error_at_infinite_precision():
+    r = lg.Ratings.from_wide([[1, 1, 1], [3, 3, 3], [5, 5, 5]], level="ordinal", categories=[1, 2, 3, 4, 5])
+    est = phi_agreement(r)
+    assert est.value == 1.0 and math.isnan(est.se) and est.se_method is None and "infinite" in est.details["se_note"]
