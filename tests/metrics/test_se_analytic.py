@@ -7,8 +7,12 @@
 * Cohen's kappa: statsmodels ``cohens_kappa`` (``std_kappa``, ``std_kappa0``, ``z_value``,
   ``pvalue_two_sided``) on random tables, and SAS PROC FREQ's printout that statsmodels' own tests reproduce (4
   decimals).
-* Fleiss' kappa's test of kappa = 0 (Fleiss, Nee & Landis 1979): a literal transcription of the formula, and
-  Fleiss' (1971) diagnoses data, z = 17.7 as R ``irr::kappam.fleiss`` prints it.
+* Fleiss' kappa's test of kappa = 0 (Fleiss, Nee & Landis 1979): a literal transcription of the formula; an
+  independently published printout at 4 decimals (G. Cardillo's MATLAB ``fleiss.m``, MathWorks File Exchange
+  15426, README example on the 10 patients x 14 psychiatrists table: kappa 0.2099, standard error 0.0170,
+  z 12.3743); and Fleiss' (1971) diagnoses data, z = 17.7 at 1 decimal, the value the test suite of pyirr (a Python
+  port of R ``irr``, ``tests/test_kappam_fleiss.py``) asserts for ``kappam_fleiss(diagnoses)`` (R's own
+  documentation does not print its example's output).
 """
 
 from __future__ import annotations
@@ -225,7 +229,8 @@ def fleiss_null_literal(X: np.ndarray, cats: list[float]) -> float:
 
 
 def test_fleiss_diagnoses_data_z() -> None:
-    # Fleiss (1971): 30 patients, 6 psychiatrists, 5 diagnoses; kappa 0.430, z 17.7 (R irr::kappam.fleiss)
+    # Fleiss (1971): 30 patients, 6 psychiatrists, 5 diagnoses; kappa 0.430, z 17.7 (R irr::kappam.fleiss, as the
+    # pyirr port's test suite asserts it: round(statistic, 1) == 17.7, round(value, 3) == 0.430)
     diagnoses = np.array([
         [4, 4, 4, 4, 4, 4], [2, 2, 2, 5, 5, 5], [2, 3, 3, 3, 3, 5], [5, 5, 5, 5, 5, 5], [2, 2, 2, 4, 4, 4],
         [1, 1, 3, 3, 3, 3], [3, 3, 3, 3, 5, 5], [1, 1, 3, 3, 3, 4], [1, 1, 4, 4, 4, 4], [5, 5, 5, 5, 5, 5],
@@ -237,6 +242,21 @@ def test_fleiss_diagnoses_data_z() -> None:
     assert round(est.value, 3) == 0.430 and round(est.z, 1) == 17.7 and est.p_value < 1e-10
     assert close(est.details["se_null"], fleiss_null_literal(diagnoses, [1, 2, 3, 4, 5]))
     assert "Fleiss, Nee & Landis" in est.details["test_source"]
+
+
+def test_fleiss_test_equals_cardillos_published_printout() -> None:
+    # G. Cardillo (2007), "Fleiss'es kappa", MATLAB File Exchange 15426 (fleiss.m), README example: 10 patients,
+    # 14 psychiatrists, 5 diagnoses as a count table. Printed: "Fleiss'es (overall) kappa = 0.2099", "kappa error =
+    # 0.0170" (the standard error under H0), "z = 12.3743  p = 0.0000"; and per category "s.e.: 0.0331".
+    counts = np.array([[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+                       [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]])
+    est = lg.fleiss_kappa(lg.Ratings.from_counts(counts))
+    assert round(est.value, 4) == 0.2099
+    assert round(est.details["se_null"], 4) == 0.0170
+    assert round(est.z, 4) == 12.3743 and round(est.p_value, 4) == 0.0
+    # the same data as 14 ratings per item (wide) give the same test
+    wide = np.array([np.repeat(np.arange(5), row) for row in counts])
+    assert lg.fleiss_kappa(lg.Ratings.from_wide(wide)).z == pytest.approx(est.z, rel=1e-12)
 
 
 @pytest.mark.parametrize("marginals", ["all_rated_items", "pairable_items"])
