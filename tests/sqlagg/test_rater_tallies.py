@@ -182,6 +182,22 @@ def test_what_needs_the_judgements_is_refused(engine):
         crowd.rater_category_table(np.flatnonzero(crowd.ratings_per_item >= 2)[:3])
 
 
+def test_standard_errors_that_need_the_judgements_say_why(engine):
+    # Conger's analytic standard error and iota's delta one read each item's chance term, a sum over the item's own
+    # judgements of a per-(rater, category) term; the database's sums are per rater and item class, not per item,
+    # so the se is NaN with the reason rather than a value computed from something else. The labeler ICC's only
+    # standard error is its bootstrap's, which resamples judgements (refused above).
+    df = sparse(7, "interval", False)
+    crowd, _, _ = db_pools(engine, df, "interval")
+    row_crowd, _ = row_pools(df, "interval")
+    for metric, kw in ((conger_kappa, {}), (janson_olsson_iota, {}), (labeler_icc, {})):
+        sums, rows = metric(crowd, **kw), metric(row_crowd, **kw)
+        assert math.isfinite(sums.value) and math.isnan(sums.se) and sums.se_method is None, metric.__name__
+        if metric is not labeler_icc:
+            assert "aggregated in the database" in sums.details["se_note"]
+            assert math.isfinite(rows.se) and rows.se_method in ("analytic", "delta")  # the judgements give one
+
+
 def test_sums_that_do_not_add_up_are_refused(engine):
     df = sparse(6, "ordinal", True)
     crowd, _, _ = db_pools(engine, df, "ordinal")
