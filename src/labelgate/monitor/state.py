@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -28,9 +29,10 @@ from labelgate.core.ratings import Level, Ratings
 from labelgate.metrics._engine import ItemStatistic
 from labelgate.metrics._items import agreement_from_counts
 from labelgate.metrics.alpha import interval_within
-from labelgate.metrics.cross import IRR_BUILDERS, build_cross_kappa, moment_cross_observed
+from labelgate.metrics.cross import build_cross_kappa, moment_cross_observed, weighted_irr
 from labelgate.metrics.diagnostics import Kind, distance_kind
 from labelgate.metrics.spa import Weighting, spa_from_sums
+from labelgate.metrics.weights import symmetric_part, weight_matrix
 from labelgate.monitor.touched import CROWD, TRUSTED, States
 
 # The cumulative metrics whose sums a stream maintains.
@@ -47,6 +49,7 @@ class Meta:
     irr: str = "krippendorff_alpha"
     weighting: Weighting = "annotations_m1"
     sizes: list[int] = field(default_factory=list)
+    weights: str | list[list[float]] | None = None  # the IRR's weighting (monitor.weights); None: its default
 
     @property
     def q(self) -> int:
@@ -123,22 +126,37 @@ class Parts:
     def __init__(self, meta: Meta) -> None:
         self.meta = meta
         tpl = _template(meta)
-        self.irr_builder: Callable[..., ItemStatistic] = IRR_BUILDERS[meta.irr]
-        self.moment_alpha = meta.level == "interval" and meta.irr == "krippendorff_alpha"
+        # With weights, the IRRs take their matrix (resolved once on the stream's fixed categories, the gate's
+        # weight_matrix) and normalized kappa_x's kappa_x the distance 1 - w of its symmetric part, as
+        # lg.normalized_cross_kappa(..., weights=) does. The matrix, not the name: the core computes quadratic α from
+        # moments centred per Ratings, whose per-item rows could not be added across passes; 1 - w is the same α.
+        self.irr_weights: np.ndarray | None = None
+        self.weighted_distance: np.ndarray | None = None
+        if meta.weights is not None:
+            credit = weight_matrix(tpl, meta.weights, "monitor.weights")
+            self.irr_weights = credit
+            self.weighted_distance = 1.0 - symmetric_part(credit, "monitor.weights")[0]
+        self.irr_builder: Callable[..., ItemStatistic] = partial(
+            weighted_irr, meta.irr, weights=self.irr_weights, function="monitor")
+        self.moment_alpha = meta.level == "interval" and meta.irr == "krippendorff_alpha" and meta.weights is None
         self.moment_kappa = meta.numeric
         irr_tpl = self.irr_builder(tpl, np.asarray([0]))
         kx_tpl = build_cross_kappa(tpl, tpl, np.asarray([0]), np.asarray([0]))
+        nkx_tpl = (kx_tpl if self.weighted_distance is None else
+                   build_cross_kappa(tpl, tpl, np.asarray([0]), np.asarray([0]), self.weighted_distance))
         self.irr_widths = _widths(irr_tpl)
         self.kx_widths = _widths(kx_tpl)
+        self.nkx_widths = _widths(nkx_tpl)
         self._irr_final = irr_tpl.finalize
         self._kx_final = kx_tpl.finalize
+        self._nkx_final = nkx_tpl.finalize
         n_sizes = len(meta.sizes)
         self.widths: dict[str, list[int]] = {
             "spa": [n_sizes, n_sizes, meta.q],
             "irr_crowd": self.irr_widths,
             "irr_trusted": self.irr_widths,
             "cross_kappa": self.kx_widths,
-            "normalized_cross_kappa": [*self.kx_widths, *self.irr_widths, *self.irr_widths],
+            "normalized_cross_kappa": [*self.nkx_widths, *self.irr_widths, *self.irr_widths],
         }
 
     # -- finalize ---------------------------------------------------------------------------------------
@@ -164,10 +182,11 @@ class Parts:
                              self.meta.weighting, self.meta.q)
 
     def _normalized_value(self, flat: np.ndarray) -> np.ndarray:
-        wk, wi = sum(self.kx_widths), sum(self.irr_widths)
+        wk, wi = sum(self.nkx_widths), sum(self.irr_widths)
         flat = np.atleast_2d(flat)
         product = self._irr_value(flat[:, wk : wk + wi]) * self._irr_value(flat[:, wk + wi :])
-        return self._kx_value(flat[:, :wk]) / np.sqrt(np.where(product > 0, product, np.nan))
+        kappa = self._nkx_final(_split(flat[:, :wk], self.nkx_widths))["value"]
+        return kappa / np.sqrt(np.where(product > 0, product, np.nan))
 
     # -- rows -------------------------------------------------------------------------------------------
     def rows(self, part: str, s: States) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,9 +203,9 @@ class Parts:
             return self._irr_rows(s, TRUSTED, None), n1 >= least, n1 * (n1 >= least)
         common = (n0 > 0) & (n1 > 0)
         codes = np.flatnonzero(common)
-        kx = self._kx_rows(s, codes)
         if part == "cross_kappa":
-            return kx, common, (n0 + n1) * common
+            return self._kx_rows(s, codes), common, (n0 + n1) * common
+        kx = self._kx_rows(s, codes, self.weighted_distance)
         rows = np.hstack([kx, self._irr_rows(s, CROWD, codes), self._irr_rows(s, TRUSTED, codes)])
         return rows, common, (n0 + n1) * common
 
@@ -216,12 +235,13 @@ class Parts:
             return np.zeros((m, width))
         return _dense_rows(self.irr_builder(r, codes), m, codes, width)
 
-    def _kx_rows(self, s: States, codes: np.ndarray) -> np.ndarray:
+    def _kx_rows(self, s: States, codes: np.ndarray, distance: np.ndarray | None = None) -> np.ndarray:
+        """kappa_x's rows: the level's distance, or the fixed matrix ``distance`` (normalized kappa_x's, weighted)."""
         m = s.counts[CROWD].shape[0]
-        width = sum(self.kx_widths)
+        width = sum(self.kx_widths if distance is None else self.nkx_widths)
         if codes.size == 0:
             return np.zeros((m, width))
-        if self.moment_kappa:
+        if self.moment_kappa and distance is None:
             mx, my = s.moments[CROWD][codes], s.moments[TRUSTED][codes]
             out = np.zeros((m, width))
             out[codes] = np.column_stack([moment_cross_observed(mx, my), mx, my])
@@ -231,4 +251,4 @@ class Parts:
             ratings_from_counts(s.counts[TRUSTED], self.meta),
         )
         assert rx is not None and ry is not None  # common items exist
-        return _dense_rows(build_cross_kappa(rx, ry, codes, codes), m, codes, width)
+        return _dense_rows(build_cross_kappa(rx, ry, codes, codes, distance), m, codes, width)

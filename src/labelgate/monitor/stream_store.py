@@ -70,12 +70,19 @@ def load_stream(conn: Connection, cfg: MonitorConfig, monitor: str, question: An
         categories=list(row["categories"]),
         center=row["center"],
         irr=cfg.monitor.irr,
+        weights=cfg.monitor.weights,
         weighting=cfg.monitor.spa_weighting,
         sizes=list(state.get("sizes", [])),
     )
     if state.get("irr", meta.irr) != meta.irr:
         raise InputError(
             f"The monitor's IRR changed from {state['irr']!r} to {meta.irr!r}; its stored sums "
+            "do not apply. Use another monitor name.",
+            Reason.INCOMPATIBLE_RATINGS,
+        )
+    if state.get("weights") != meta.weights and state.get("parts"):
+        raise InputError(
+            f"The monitor's IRR weights changed from {state.get('weights')!r} to {meta.weights!r}; its stored sums "
             "do not apply. Use another monitor name.",
             Reason.INCOMPATIBLE_RATINGS,
         )
@@ -90,6 +97,7 @@ def save_stream(conn: Connection, stream: Stream) -> None:
     state: dict[str, Any] = {
         "sizes": stream.meta.sizes,
         "irr": stream.meta.irr,
+        "weights": stream.meta.weights,
         "parts": {name: p.to_json() for name, p in stream.sums.items()},
     }
     if stream.unrecorded:  # only while set: a stream's stored state is otherwise what it was before the flag
