@@ -16,7 +16,7 @@ from labelgate.monitor.intake import Accepted
 from labelgate.monitor.touched import CROWD, RESTATED, TRUSTED
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.deliveries import Delivery, parse_timestamps
-from labelgate.pipeline.units import question_units
+from labelgate.pipeline.units import canonical_sets, question_units
 
 COLUMNS = ["item_id", "rater_id", "label", "ts", "delivery_no", "pool"]
 
@@ -48,6 +48,8 @@ def _delivery_frame(cfg: MonitorConfig, question: Any, acc: Accepted, df: pd.Dat
     """The valid judgements on the question of one delivery (its rows ``df``), and the number of invalid ones."""
     cols, pools, delivery = cfg.columns, cfg.pools, acc.delivery
     label = cfg.label_column(question)
+    if question.level == "set":  # every set cell in one canonical form, as the gate reads it
+        df = canonical_sets(cfg.model_copy(update={"questions": [question]}), df)
     if cols.question:
         _require(delivery, df, cols.question, f"no question column {cols.question!r}.")
         qv = question.question_value if question.question_value is not None else question.name

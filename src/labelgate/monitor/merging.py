@@ -191,10 +191,18 @@ def _sequence(
     return new
 
 
+def _among(elements: tuple[str, ...], allowed: list[str] | None) -> bool:
+    """Whether a set's elements are all among the listed categories (compared as texts, as the gate's validation
+    does; every set is when none are listed)."""
+    return allowed is None or set(elements) <= set(allowed)
+
+
 def _codes(labels: pd.Series, meta: Meta, explicit: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Category code and numeric value of each label (categories grow unless explicit); valid mask.
 
-    Labels are keyed once per distinct value (:func:`labelgate.core.labels.label_key`), not once per row.
+    Labels are keyed once per distinct value (:func:`labelgate.core.labels.label_key`), not once per row. A label set
+    is keyed by its canonical form, so a set's code is the same whatever delivery it comes in; the sets seen are the
+    stream's categories, appended in order of appearance.
     """
     lookup = {label_key(c): j for j, c in enumerate(meta.categories)}
     factor, uniques = pd.factorize(labels, use_na_sentinel=True)
@@ -203,6 +211,8 @@ def _codes(labels: pd.Series, meta: Meta, explicit: bool) -> tuple[np.ndarray, n
         key = label_key(label)
         if key is None or (meta.numeric and key[0] != "n"):
             continue
+        if meta.level == "set" and (key[0] != "t" or not _among(key[1], meta.elements)):
+            continue  # a set with an element outside the listed categories is invalid, as the gate's validation says
         code = lookup.get(key)
         if code is None:
             if explicit:

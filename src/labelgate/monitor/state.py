@@ -26,12 +26,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from labelgate.core.ratings import Level, Ratings
+from labelgate.core.sets import SetDistance, set_distance_matrix, set_ratings_type
 from labelgate.metrics._engine import ItemStatistic
 from labelgate.metrics._items import agreement_from_counts
 from labelgate.metrics.alpha import interval_within
 from labelgate.metrics.cross import build_cross_kappa, moment_cross_observed, weighted_irr
 from labelgate.metrics.diagnostics import Kind, distance_kind
-from labelgate.metrics.spa import Weighting, spa_from_sums
+from labelgate.metrics.diagnostics.blocks import MatrixKind
+from labelgate.metrics.spa import Weighting, agreement_credit, spa_from_sums
 from labelgate.metrics.weights import symmetric_part, weight_matrix
 from labelgate.monitor.touched import CROWD, TRUSTED, States
 
@@ -50,6 +52,9 @@ class Meta:
     weighting: Weighting = "annotations_m1"
     sizes: list[int] = field(default_factory=list)
     weights: str | list[list[float]] | None = None  # the IRR's weighting (monitor.weights); None: its default
+    distance: SetDistance | None = None  # level "set": the distance between two sets (jaccard / masi)
+    elements: list[str] | None = None  # level "set": the listed categories, which a set's elements must be among
+    _distances: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def q(self) -> int:
@@ -61,7 +66,33 @@ class Meta:
 
     @property
     def kind(self) -> Kind:
+        if self.level == "set":  # the per-rater blocks compare sets through their distance matrix
+            return cast(Kind, MatrixKind(self.set_distances))
         return distance_kind(self.level)
+
+    @property
+    def set_distances(self) -> np.ndarray:
+        """Level ``set``: the q x q distances between the sets seen so far (the core's ``set_distance_matrix``).
+
+        The categories only grow (appended in order of appearance), and the distance of two sets depends on those two
+        sets alone, so the matrix of fewer sets is the top-left corner of a later one: the sums stored under it stay
+        right as sets are added. Recomputed when the number of sets changed.
+        """
+        if self._distances is None or self._distances.shape[0] != self.q:
+            sets = [frozenset(c) for c in self.categories]
+            self._distances = set_distance_matrix(sets, self.distance or "jaccard")
+        return self._distances
+
+    def ratings(self, item_codes: np.ndarray, rater_codes: np.ndarray, value_codes: np.ndarray, *,
+                item_labels: np.ndarray, rater_labels: np.ndarray) -> Ratings:
+        """A :class:`~labelgate.Ratings` of the stream's categories and level (label sets: the core's
+        :class:`~labelgate.core.sets.SetRatings` of the stream's distance, its categories the sets seen so far)."""
+        if self.level == "set":
+            kind = set_ratings_type(self.distance or "jaccard")
+            return kind(item_codes, rater_codes, value_codes, item_labels=item_labels, rater_labels=rater_labels,
+                        categories=[frozenset(c) for c in self.categories])
+        return Ratings(item_codes, rater_codes, value_codes, item_labels=item_labels, rater_labels=rater_labels,
+                       categories=self.categories, level=self.level)
 
 
 def ratings_from_counts(counts: np.ndarray, meta: Meta) -> Ratings | None:
@@ -74,28 +105,14 @@ def ratings_from_counts(counts: np.ndarray, meta: Meta) -> Ratings | None:
     item_codes = np.repeat(np.arange(m, dtype=np.int64), per_item)
     value_codes = np.repeat(np.tile(np.arange(q, dtype=np.int64), m), counts.ravel().astype(np.int64))
     rater_codes = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_item) - per_item, per_item)
-    return Ratings(
-        item_codes,
-        rater_codes,
-        value_codes,
-        item_labels=np.arange(m).astype(object),
-        rater_labels=np.arange(int(per_item.max())).astype(object),
-        categories=meta.categories,
-        level=meta.level,
-    )
+    return meta.ratings(item_codes, rater_codes, value_codes, item_labels=np.arange(m).astype(object),
+                        rater_labels=np.arange(int(per_item.max())).astype(object))
 
 
 def _template(meta: Meta) -> Ratings:
     q = max(meta.q, 1)
-    return Ratings(
-        np.zeros(q, dtype=np.int64),
-        np.arange(q, dtype=np.int64),
-        np.arange(q, dtype=np.int64),
-        item_labels=np.asarray([0], dtype=object),
-        rater_labels=np.arange(q).astype(object),
-        categories=meta.categories,
-        level=meta.level,
-    )
+    return meta.ratings(np.zeros(q, dtype=np.int64), np.arange(q, dtype=np.int64), np.arange(q, dtype=np.int64),
+                        item_labels=np.asarray([0], dtype=object), rater_labels=np.arange(q).astype(object))
 
 
 def _dense_rows(stat: ItemStatistic, m: int, codes: np.ndarray, width: int) -> np.ndarray:
@@ -150,6 +167,7 @@ class Parts:
         self._irr_final = irr_tpl.finalize
         self._kx_final = kx_tpl.finalize
         self._nkx_final = nkx_tpl.finalize
+        self.spa_credit = agreement_credit(tpl)  # 1 for equal labels; label sets: 1 - their distance
         n_sizes = len(meta.sizes)
         self.widths: dict[str, list[int]] = {
             "spa": [n_sizes, n_sizes, meta.q],
@@ -212,7 +230,7 @@ class Parts:
     def _spa_rows(self, counts: np.ndarray) -> np.ndarray:
         n = counts.sum(axis=1)
         pairable = n >= 2
-        agree = agreement_from_counts(counts, n, np.eye(counts.shape[1]))
+        agree = agreement_from_counts(counts, n, self.spa_credit)
         slot = {size: j for j, size in enumerate(self.meta.sizes)}
         n_sizes = len(self.meta.sizes)
         onehot = np.zeros((n.size, n_sizes))

@@ -88,15 +88,8 @@ def build_pools(crowd: pd.DataFrame, trusted: pd.DataFrame, meta: Meta) -> tuple
 
     def one(frame: pd.DataFrame, item_codes: np.ndarray) -> Ratings:
         rater_codes, raters = pd.factorize(frame["rater_id"])
-        return Ratings(
-            item_codes,
-            rater_codes,
-            frame["code"].to_numpy(np.int64),
-            item_labels=item_labels,
-            rater_labels=np.asarray(raters, dtype=object),
-            categories=meta.categories,
-            level=meta.level,
-        )
+        return meta.ratings(item_codes, rater_codes, frame["code"].to_numpy(np.int64), item_labels=item_labels,
+                            rater_labels=np.asarray(raters, dtype=object))
 
     n = len(crowd)
     crowd_r = one(crowd, codes[:n])

@@ -37,9 +37,10 @@ def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
 
     A cell is read as the core reads it (:func:`labelgate.core.sets.encode_sets`: a list, tuple, set, frozenset or
     a Parquet list is a set; a string is split at the question's ``sep``; an empty one is the empty set, "none
-    applies"; a missing cell is no judgement). One canonical form makes the label the same whatever the file's
-    format, hashes alike in every process (a frozenset's text depends on the process's string hashing) and is
-    what validation checks element by element. The table is copied only when it holds a set question.
+    applies"; a missing cell is no judgement). One canonical form (:func:`labelgate.core.labels.set_key`, the key of a
+    set in the core's label keying) makes the label the same whatever the file's format, hashes alike in every process
+    (a frozenset's text depends on the process's string hashing) and is what validation checks element by element
+    and the monitor keys a set by. The table is copied only when it holds a set question.
 
     Raises
     ------
@@ -49,6 +50,7 @@ def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
     questions = [q for q in config.questions if q.level == "set"]
     if not questions:
         return frame
+    from labelgate.core.labels import set_key
     from labelgate.core.sets import encode_sets
 
     frame = frame.copy()
@@ -61,7 +63,7 @@ def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
         encoded = encode_sets(pd.Series(cells, dtype=object), sep=question.sep, name=column,
                               row_labels=frame.index[rows])
         forms = np.empty(len(encoded.categories) + 1, dtype=object)
-        forms[:-1] = [tuple(sorted(str(e) for e in members)) for members in encoded.categories]
+        forms[:-1] = [set_key(members) for members in encoded.categories]
         forms[-1] = None  # code -1: a missing cell
         out = frame[column].astype(object).to_numpy(copy=True)
         out[rows] = forms[np.asarray(encoded.codes, dtype=np.int64)]

@@ -228,14 +228,11 @@ class MonitorConfig(GateConfig):
     @model_validator(mode="after")
     def _monitorable(self) -> MonitorConfig:
         for index, question in enumerate(self.questions):
-            if question.kind == "boxes" or question.level == "set":
-                what = "'kind: boxes'" if question.kind == "boxes" else "'level: set'"
-                why = ("an object is the boxes of every rater of an image grouped together, so a delivery of some "
-                       "raters' boxes changes the objects of the others'" if question.kind == "boxes" else
-                       "its running sums hold one category per judgement, not a distance between sets")
+            if question.kind == "boxes":
                 raise ValueError(
-                    f"questions[{index}] ({question.name!r}) is {what}: the monitor does not follow it ({why}); "
-                    "gate each batch with `labelgate gate` instead"
+                    f"questions[{index}] ({question.name!r}) is 'kind: boxes': the monitor does not follow it (an "
+                    "object is the boxes of every rater of an image grouped together, so a delivery of some raters' "
+                    "boxes changes the objects of the others'); gate each batch with `labelgate gate` instead"
                 )
             if question.kind == "spans" and self.monitor.source.kind == "label_studio":
                 raise ValueError(
