@@ -45,8 +45,8 @@ def test_boxes_are_refused_with_the_reason(tmp_path: Path):
     assert "questions[0]" in str(caught.value) and "labelgate gate" in str(caught.value)
 
 
-def test_spans_from_a_label_studio_project_are_refused_by_the_monitor(tmp_path: Path):
+def test_spans_from_a_label_studio_project_are_accepted_by_the_configuration(tmp_path: Path):
+    # followed end to end on a real server: tests/services/test_label_studio_monitor_regions.py
     config = _config(tmp_path, {"name": "ner", "kind": "spans"})
     config["monitor"]["source"] = {"kind": "label_studio", "url_env": "LS_URL", "project": 3, "control": "label"}
-    with pytest.raises(ConfigError, match="not from a Label Studio project"):
-        monitor_config_from_dict(config)
+    assert monitor_config_from_dict(config).questions[0].kind == "spans"

@@ -195,7 +195,8 @@ class Monitor:
         stream = load_stream(conn, self.cfg, self.name, question)
         frame = question_frame(self.cfg, question, accepted, delivery_rows)
         summary: dict[str, Any] = {"n_new": 0, "n_already": 0, "n_conflicts": 0, "n_late": 0}
-        merged = merge(conn, stream, frame, self.cfg.monitor.window, delivery_rows, summary) if len(frame) else None
+        merged = (merge(conn, stream, frame, self.cfg.monitor.window, delivery_rows, summary,
+                        units=question.kind == "spans") if len(frame) else None)
         if merged is not None:
             cumulative.update(conn, self.cfg, stream, merged)
         summary["categories"] = list(stream.meta.categories)

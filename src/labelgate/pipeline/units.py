@@ -181,7 +181,7 @@ def question_units(config: GateConfig, question: Question, rows: pd.DataFrame) -
     if cols.timestamp and cols.timestamp in rows.columns:
         latest = rows.groupby([pool.to_numpy(), rows[cols.item].astype(str).to_numpy(),
                                rows[cols.rater].astype(str).to_numpy()])[cols.timestamp].max()
-        where = pd.MultiIndex.from_arrays([units[cols.pool], _item_of(units[cols.item]), units[cols.rater]])
+        where = pd.MultiIndex.from_arrays([units[cols.pool], unit_items(units[cols.item]), units[cols.rater]])
         units[cols.timestamp] = latest.reindex(where).to_numpy()
     summary: dict[str, Any] = {
         "kind": question.kind, "unit": question.spans.unit if question.spans is not None else "object",
@@ -274,12 +274,18 @@ def source_items(config: GateConfig, frame: pd.DataFrame) -> pd.Series:
     for question in questions:
         units |= _rows_of(frame, config, question)
     out = items.astype(object).copy()
-    out[units] = _item_of(items[units])
+    out[units] = unit_items(items[units])
     return out
 
 
-def _item_of(unit_ids: pd.Series) -> np.ndarray:
-    """The item of each unit id (``item#place`` → ``item``; an item id may itself hold ``#``)."""
+def unit_items(unit_ids: pd.Series) -> np.ndarray:
+    """The item of each unit id (``item#place`` → ``item``; an item id may itself hold ``#``).
+
+    >>> unit_items(pd.Series(["doc7#120", "a#b#3"])).tolist()
+    ['doc7', 'a#b']
+    """
+    if len(unit_ids) == 0:
+        return np.empty(0, dtype=object)
     return unit_ids.astype(str).str.rpartition(UNIT_SEP)[0].to_numpy(dtype=object)
 
 

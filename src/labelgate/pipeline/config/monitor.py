@@ -234,12 +234,6 @@ class MonitorConfig(GateConfig):
                     "object is the boxes of every rater of an image grouped together, so a delivery of some raters' "
                     "boxes changes the objects of the others'); gate each batch with `labelgate gate` instead"
                 )
-            if question.kind == "spans" and self.monitor.source.kind == "label_studio":
-                raise ValueError(
-                    f"questions[{index}] ({question.name!r}) is 'kind: spans': the monitor follows spans from files, "
-                    "Parquet or SQL, not from a Label Studio project (its reading keeps one judgement per "
-                    "annotation); gate the project's batches with `labelgate gate` instead"
-                )
             self._weighable(index, question)
             if question.level == "ordinal" and not question.categories:
                 raise ValueError(
