@@ -151,6 +151,8 @@ def test_weights_through_the_cli(tmp_path: Path):
     ({"name": "label", "categories": ["a", "b"]}, [[1.0, 1.5], [0.5, 1.0]], "every credit in \\[0, 1\\]"),
     ({"name": "label", "categories": ["a", "b"]}, [[1.0, 0.5]], "must be square"),
     ({"name": "ner", "kind": "spans", "categories": ["PER"]}, "linear", "nominal units"),
+    ({"name": "topics", "level": "set", "distance": "jaccard", "categories": ["a"]}, "linear",
+     "1 - the set distance"),
 ])
 def test_weights_the_monitor_cannot_take_are_refused_naming_the_key(tmp_path: Path, question, weights, words):
     cfg = config(tmp_path, "nominal", [], "krippendorff_alpha", weights)

@@ -16,6 +16,7 @@ from labelgate.monitor.state import Meta
 from labelgate.monitor.sums import PartState
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.tables import streams_table
+from labelgate.pipeline.units import unit_label
 
 
 @dataclass
@@ -48,7 +49,7 @@ def load_stream(conn: Connection, cfg: MonitorConfig, monitor: str, question: An
             "level": question.level,
             # a set question's categories are the elements its sets may hold; the stream's are the sets seen
             "categories": [] if question.level == "set" else
-            [_plain_category(c, question.level) for c in (question.categories or [])],
+            [_plain_category(c, question.level) for c in (question.categories or [])] + _unit_label(question),
             "center": None,
             "n_seq": 0,
             "first_ts": None,
@@ -129,6 +130,13 @@ def save_stream(conn: Connection, stream: Stream) -> None:
             updated_at=datetime.now(UTC),
         )
     )
+
+
+def _unit_label(question: Any) -> list[str]:
+    """A span / box question's listed categories take the label of a unit nobody marked (``O`` / ``none``), as the
+    gate's (:func:`labelgate.pipeline.units.unit_config`); none when its categories are not listed (they grow)."""
+    extra = unit_label(question)
+    return [extra] if extra is not None and question.categories and extra not in question.categories else []
 
 
 def _plain_category(value: Any, level: str) -> Any:
