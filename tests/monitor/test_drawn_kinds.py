@@ -1,5 +1,5 @@
-"""The monitor on text spans: deliveries of span rows are followed per position, as the gate measures them; boxes and
-label sets are refused by the configuration with the reason."""
+"""The monitor on text spans: deliveries of span rows are followed per position, as the gate measures them (label
+sets: tests/monitor/test_sets.py; boxes: tests/monitor/test_boxes.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 
 import labelgate as lg
 from labelgate.monitor import Monitor, monitor_config_from_dict
-from labelgate.pipeline.config import ConfigError
 from tests.gate import drawn
 
 
@@ -39,18 +38,24 @@ def test_span_deliveries_are_followed_per_position(tmp_path: Path):
     assert result["cross_kappa"]["value"] == pytest.approx(expected, abs=1e-9)
 
 
-@pytest.mark.parametrize(("question", "words"), [
-    ({"name": "objects", "kind": "boxes"}, "kind: boxes"),
-    ({"name": "topics", "level": "set", "distance": "jaccard"}, "level: set"),
-])
-def test_boxes_and_sets_are_refused_with_the_reason(tmp_path: Path, question: dict, words: str):
-    with pytest.raises(ConfigError, match=words) as caught:
-        monitor_config_from_dict(_config(tmp_path, question))
-    assert "questions[0]" in str(caught.value) and "labelgate gate" in str(caught.value)
-
-
-def test_spans_from_a_label_studio_project_are_refused_by_the_monitor(tmp_path: Path):
+def test_spans_from_a_label_studio_project_are_accepted_by_the_configuration(tmp_path: Path):
+    # followed end to end on a real server: tests/services/test_label_studio_monitor_regions.py
     config = _config(tmp_path, {"name": "ner", "kind": "spans"})
     config["monitor"]["source"] = {"kind": "label_studio", "url_env": "LS_URL", "project": 3, "control": "label"}
-    with pytest.raises(ConfigError, match="not from a Label Studio project"):
-        monitor_config_from_dict(config)
+    assert monitor_config_from_dict(config).questions[0].kind == "spans"
+
+
+def test_listed_span_labels_take_the_outside_label(tmp_path: Path):
+    # the gate adds "O" to a span question's listed categories (pipeline.units.unit_config); so does the stream
+    frame = drawn.spans(n_docs=6, seed=9)
+    (tmp_path / "drop").mkdir()
+    frame.to_csv(tmp_path / "drop" / "a.csv", index=False)
+    cfg = monitor_config_from_dict(_config(tmp_path, {"name": "ner", "kind": "spans",
+                                                      "categories": ["PER", "LOC", "ORG"]}))
+    result = Monitor(cfg).run_pass(send_alerts=False)
+    assert result["deliveries"][0]["n_invalid"] == 0 and result["questions"]["ner"]["categories"][-1] == "O"
+    spans = {"item": "item_id", "rater": "rater_id", "start": "start", "end": "end", "label": "label",
+             "length": "length"}
+    x = lg.Ratings.from_spans(frame[frame["pool"] == "crowd"], **spans)
+    cumulative = result["questions"]["ner"]["cumulative"]
+    assert cumulative["irr_crowd"]["value"] == pytest.approx(lg.krippendorff_alpha(x).value, abs=1e-9)

@@ -52,7 +52,8 @@ def core_expected(
     """The core's metrics on all judgements at once (first delivery of a judgement wins)."""
     data = pd.concat(frames, ignore_index=True).drop_duplicates(["pool", "item_id", "rater_id"], keep="first")
     data = data.assign(item_id=data["item_id"].astype(str), rater_id=data["rater_id"].astype(str))
-    pools = lg.ratings_by_pool(data, level=level, categories=categories)
+    sets = {"distance": "masi"} if level == "set" else {}  # label sets: MASI (tests/monitor/test_restatements.py)
+    pools = lg.ratings_by_pool(data, level=level, categories=categories, **sets)
     crowd, trusted = pools.get("crowd"), pools.get("trusted")
 
     def value(fn, *args, **kw):
@@ -87,7 +88,8 @@ judgement = st.tuples(
     st.integers(0, 7), st.integers(0, 4), st.integers(0, 2), st.sampled_from(["crowd", "trusted"])
 )
 deliveries = st.lists(st.lists(judgement, min_size=1, max_size=25), min_size=1, max_size=4)
-LABELS = {"nominal": ["a", "b", "c"], "ordinal": [1, 2, 3], "interval": [1.5, 2.0, 4.0]}
+LABELS = {"nominal": ["a", "b", "c"], "ordinal": [1, 2, 3], "interval": [1.5, 2.0, 4.0],
+          "set": [(), ("a",), ("a", "b")]}
 
 
 @settings(

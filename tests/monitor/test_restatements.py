@@ -27,6 +27,8 @@ def config(root: Path, level: str = "nominal", irr: str = "krippendorff_alpha", 
     question: dict[str, Any] = {"name": "label", "level": level}
     if level == "ordinal":
         question["categories"] = LABELS["ordinal"]
+    if level == "set":
+        question["distance"] = "masi"
     return monitor_config_from_dict({
         "store": {"url_env": url_env} if url_env else {"url": f"sqlite:///{root / 'results.db'}"},
         "questions": [question],
@@ -52,7 +54,7 @@ change = st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(-1, 2), st.
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.lists(change, min_size=1, max_size=14), min_size=2, max_size=5),
-       level=st.sampled_from(["nominal", "ordinal", "interval"]),
+       level=st.sampled_from(["nominal", "ordinal", "interval", "set"]),
        irr=st.sampled_from(["krippendorff_alpha", "fleiss_kappa", "gwet_ac"]),
        fold=st.sampled_from([rater_store.FOLD_ROWS, 1, 4]))
 def test_restatements_equal_the_core_on_the_current_judgements(tmp_path_factory, steps, level, irr, fold):

@@ -136,8 +136,8 @@ def test_step_6_removes_the_cumulative_rows_of_passes_without_crowd_judgements(f
                                   row("cumulative", day, day + 3_600_000_000, value=0.5),
                                   row("window", day, day + 3_600_000_000, index=0, value=0.4)])
     assert schema_version(engine) == 5
-    assert migrate(engine) == SCHEMA_VERSION == 7 == schema_version(engine)
-    assert migrate(engine) == 7
+    assert migrate(engine) == SCHEMA_VERSION == 8 == schema_version(engine)
+    assert migrate(engine) == 8
     with engine.begin() as conn:
         kept = conn.execute(select(w.c.scope, w.c.window_end, w.c.value).order_by(w.c.scope)).all()
     assert [tuple(r) for r in kept] == [("cumulative", day + 3_600_000_000, 0.5),

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
-from labelgate.monitor import cumulative, episodes, intake, passes, window_pass
+from labelgate.monitor import boxes, cumulative, episodes, intake, passes, window_pass
 from labelgate.monitor.alerting import send_pending
 from labelgate.monitor.frames import question_frame
 from labelgate.monitor.merging import merge
@@ -195,7 +195,10 @@ class Monitor:
         stream = load_stream(conn, self.cfg, self.name, question)
         frame = question_frame(self.cfg, question, accepted, delivery_rows)
         summary: dict[str, Any] = {"n_new": 0, "n_already": 0, "n_conflicts": 0, "n_late": 0}
-        merged = merge(conn, stream, frame, self.cfg.monitor.window, delivery_rows, summary) if len(frame) else None
+        if question.kind == "boxes" and len(frame):  # an image's objects regrouped from all its boxes: restated
+            frame = boxes.restated_units(conn, self.cfg, question, stream, frame, delivery_rows, summary)
+        merged = (merge(conn, stream, frame, self.cfg.monitor.window, delivery_rows, summary,
+                        units=question.kind != "labels") if len(frame) else None)
         if merged is not None:
             cumulative.update(conn, self.cfg, stream, merged)
         summary["categories"] = list(stream.meta.categories)

@@ -1,7 +1,11 @@
 """The judgements of one question in the accepted deliveries, in canonical columns: ids as text, pool codes and
 times in microseconds; rows without an item, rater, known pool or time are counted as invalid and dropped. An item a
 delivery restates (:attr:`~labelgate.pipeline.sources.deliveries.Delivery.restates`) adds one marker row (pool
-``RESTATED``, no rater or label), so that the merge sees it even when the delivery has no judgement left on it."""
+``RESTATED``, no rater or label), so that the merge sees it even when the delivery has no judgement left on it.
+
+A span question's rows are expanded into unit judgements here (per delivery: a rater's units of a text depend on
+their own spans only); a box question's rows stay raw boxes (with their geometry), since an image's objects depend on
+every rater's boxes of it: :mod:`labelgate.monitor.boxes` regroups them."""
 
 from __future__ import annotations
 
@@ -16,9 +20,11 @@ from labelgate.monitor.intake import Accepted
 from labelgate.monitor.touched import CROWD, RESTATED, TRUSTED
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.deliveries import Delivery, parse_timestamps
-from labelgate.pipeline.units import question_units
+from labelgate.pipeline.units import canonical_sets, question_units
 
 COLUMNS = ["item_id", "rater_id", "label", "ts", "delivery_no", "pool"]
+#: The geometry of a box row, in the frame of a ``kind: boxes`` question (from the question's ``boxes`` columns).
+BOX_COLUMNS = ("x", "y", "width", "height")
 
 
 def question_frame(
@@ -48,6 +54,8 @@ def _delivery_frame(cfg: MonitorConfig, question: Any, acc: Accepted, df: pd.Dat
     """The valid judgements on the question of one delivery (its rows ``df``), and the number of invalid ones."""
     cols, pools, delivery = cfg.columns, cfg.pools, acc.delivery
     label = cfg.label_column(question)
+    if question.level == "set":  # every set cell in one canonical form, as the gate reads it
+        df = canonical_sets(cfg.model_copy(update={"questions": [question]}), df)
     if cols.question:
         _require(delivery, df, cols.question, f"no question column {cols.question!r}.")
         qv = question.question_value if question.question_value is not None else question.name
@@ -59,7 +67,8 @@ def _delivery_frame(cfg: MonitorConfig, question: Any, acc: Accepted, df: pd.Dat
             df = df.assign(**{cols.pool: delivery.default_pool})
         _require(delivery, df, cols.pool, f"no pool column {cols.pool!r}; add it or set monitor.source.default_pool.")
         df = question_units(cfg, question, df)[0]
-    df = df.loc[df[label].notna()]
+    if question.kind != "boxes":  # a box row without a label is a rater who drew nothing: kept
+        df = df.loc[df[label].notna()]
     if cols.pool in df.columns:
         pool = _ids(df[cols.pool])
     else:
@@ -81,6 +90,11 @@ def _delivery_frame(cfg: MonitorConfig, question: Any, acc: Accepted, df: pd.Dat
             "delivery_no": acc.number,
         }
     )
+    if question.boxes is not None:  # the raw boxes: regrouped into objects with the image's stored ones
+        for name in BOX_COLUMNS:
+            column = getattr(question.boxes, name)
+            _require(delivery, df, column, f"no box column {column!r}.")
+            out[name] = pd.to_numeric(df[column], errors="coerce").astype("float64")
     pool_code = pool.map({pools.crowd: CROWD, pools.trusted: TRUSTED})
     valid = out["item_id"].notna() & out["rater_id"].notna() & pool_code.notna() & out["ts"].notna()
     out = out.loc[valid.to_numpy(bool)].assign(pool=pool_code[valid].astype(np.int64))

@@ -20,6 +20,7 @@ from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.sources.deliveries import Delivery, list_files, parse_timestamps, read_since, read_trusted
 from labelgate.pipeline.sources.label_studio_delivery import Hints, ProjectReader
 from labelgate.pipeline.tables import deliveries_table, monitors_table
+from labelgate.pipeline.units import UNIT_SEP
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _label_studio(engine: Engine, cfg: MonitorConfig, hints: Hints) -> list[Deli
         watermark = conn.execute(
             select(monitors_table.c.source_watermark).where(monitors_table.c.monitor == monitor)
         ).scalar()
-        stored = judgements.item_raters(conn, monitor) if due else None
+        stored = _by_item(judgements.item_raters(conn, monitor)) if due else None
     with ProjectReader(cfg) as reader:
         changed = reader.changed_tasks(watermark)
         tasks = set(changed) | set(hints.tasks)
@@ -77,6 +78,15 @@ def _label_studio(engine: Engine, cfg: MonitorConfig, hints: Hints) -> list[Deli
         if not tasks:
             return []
         return [reader.restatement(tasks, changed)]
+
+
+def _by_item(stored: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The raters of every task: a span question's unit (``task#position``) counts for its task."""
+    out: dict[str, set[str]] = {}
+    for item, raters in stored.items():
+        task = item.rpartition(UNIT_SEP)[0] if UNIT_SEP in item else item
+        out.setdefault(task, set()).update(raters)
+    return out
 
 
 def _known_files(engine: Engine, monitor: str) -> dict[str, set[tuple[int, int]]]:

@@ -8,15 +8,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import and_, bindparam, delete, insert, select
+from sqlalchemy import and_, bindparam, delete, insert, or_, select, text
 from sqlalchemy.engine import Connection
 
 from labelgate.monitor import windows
 from labelgate.monitor.touched import CROWD
 from labelgate.pipeline.config import Window
 from labelgate.pipeline.tables import judgements_table, streams_table
+from labelgate.pipeline.units import UNIT_SEP, unit_items
 
 CHUNK = 500  # ids per IN (...) query
+_RANGE_CHUNK = 200  # items per query of unit ranges (two bound values each)
+_AFTER_SEP = chr(ord(UNIT_SEP) + 1)  # the character after the unit separator: the end of an item's unit range
 _INSERT_BATCH = 20_000  # rows per executemany
 COLUMNS = ["pool", "item_id", "rater_id", "code", "value", "ts", "seq"]
 
@@ -36,6 +39,33 @@ def load_items(conn: Connection, sid: int, items: list[str], pool: int | None = 
             query = query.where(j.c.pool == pool)
         rows.extend(conn.execute(query).all())
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def load_units(conn: Connection, sid: int, items: list[str]) -> pd.DataFrame:
+    """The stored unit judgements of some items of a span question (unit ids ``item#place``,
+    :data:`labelgate.pipeline.units.UNIT_SEP`): a key range per item, ``[item#, item$)`` (``$`` follows ``#``), read
+    in chunks of items, then kept where the unit's item is exactly one of ``items`` (an item id may itself hold
+    ``#``). The range holds exactly the ids that start with ``item#`` under a bytewise order (SQLite's ``BINARY``,
+    PostgreSQL's ``C`` / ``C.UTF-8``), a key range of the primary key; a PostgreSQL database with a language
+    collation (which may order punctuation otherwise) compares the bounds under ``C`` instead, exact but then read
+    through the stream's part of the key rather than a range of it."""
+    j = judgements_table
+    column = j.c.item_id if _bytewise(conn) else j.c.item_id.collate("C")
+    rows: list[Any] = []
+    for start in range(0, len(items), _RANGE_CHUNK):
+        ranges = [and_(column >= f"{item}{UNIT_SEP}", column < f"{item}{_AFTER_SEP}")
+                  for item in items[start : start + _RANGE_CHUNK]]
+        rows.extend(conn.execute(_select().where(j.c.stream_id == sid, or_(*ranges))).all())
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    return out.loc[pd.Series(unit_items(out["item_id"]), index=out.index).isin(set(items)).to_numpy(bool)]
+
+
+def _bytewise(conn: Connection) -> bool:
+    """Whether the store orders text bytewise (code point order), where ``[item#, item$)`` is a key range."""
+    if conn.dialect.name != "postgresql":
+        return True
+    collation = conn.execute(text("select datcollate from pg_database where datname = current_database()")).scalar()
+    return str(collation).split(".")[0] in ("C", "POSIX")
 
 
 def load_windows(conn: Connection, window: Window, sid: int, start: int, stop: int) -> pd.DataFrame:

@@ -10,6 +10,7 @@ returns what it removed beside what it added, and the cumulative update subtract
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from labelgate.monitor.state import Meta
 from labelgate.monitor.stream_store import Stream
 from labelgate.monitor.touched import CROWD, RESTATED
 from labelgate.pipeline.config import Window
+from labelgate.pipeline.units import unit_items
 
 KEY = ["pool", "item_id", "rater_id"]
 
@@ -53,6 +55,8 @@ def merge(
     window: Window,
     delivery_rows: dict[int, dict[str, Any]],
     summary: dict[str, Any],
+    *,
+    units: bool = False,
 ) -> Merged | None:
     """Merge a question's frame (:func:`labelgate.monitor.frames.question_frame`) into its stream.
 
@@ -62,6 +66,10 @@ def merge(
     deleted (``n_removed``) and unchanged ones count as already merged. Counts go to ``delivery_rows`` (per
     delivery) and ``summary`` (the question's). Returns the new judgements, the stored ones of their items and the
     removed ones, or None when nothing changed.
+
+    ``units``: the question's judgements are units of its items (spans: ``item#position``, from
+    :func:`labelgate.pipeline.units.question_units`), and a delivery restates items, not units: every stored unit of
+    a restated item is restated (read by :func:`labelgate.monitor.judgements.load_units`).
     """
     meta, sid = stream.meta, stream.row["stream_id"]
     for name in ("n_replaced", "n_removed"):
@@ -83,9 +91,13 @@ def merge(
     if len(items) == 0:
         return None
     existing = judgements.load_items(conn, sid, items.tolist())
+    if units and len(restated):
+        stored_units = judgements.load_units(conn, sid, restated.index.tolist())
+        existing = pd.concat([existing, stored_units], ignore_index=True).drop_duplicates(KEY)
+    item_of = _unit_item if units else _same
     joined = frame.merge(existing[[*KEY, "code"]].rename(columns={"code": "stored"}), on=KEY, how="left")
     fresh = joined["stored"].isna().to_numpy()
-    stating = (joined["item_id"].map(restated) == joined["delivery_no"]).to_numpy(bool)
+    stating = (item_of(joined["item_id"]).map(restated) == joined["delivery_no"]).to_numpy(bool)
     _count(
         joined.loc[~fresh & ~stating].assign(code=joined["code"], clash=joined["stored"]),
         None,
@@ -94,7 +106,8 @@ def merge(
     )
     changed = stating & ~fresh & (joined["code"].to_numpy() != joined["stored"].to_numpy())
     _count(joined.loc[stating & ~fresh & ~changed].assign(clash=joined["code"]), None, delivery_rows, summary)
-    removed = _removed(existing, joined.loc[stating, KEY], joined.loc[changed, KEY], restated, delivery_rows, summary)
+    removed = _removed(existing, joined.loc[stating, KEY], joined.loc[changed, KEY], restated, delivery_rows, summary,
+                       item_of)
     new = frame.loc[fresh | changed]
     if new.empty and removed.empty:
         return None
@@ -121,17 +134,29 @@ def _removed(
     restated: pd.Series,
     delivery_rows: dict[int, dict[str, Any]],
     summary: dict[str, Any],
+    item_of: Callable[[pd.Series], pd.Series],
 ) -> pd.DataFrame:
     """The stored judgements a merge removes: those of a restated item whose key its delivery does not state (counted
-    as ``n_removed`` of that delivery), and those ``replaced`` by a new label."""
+    as ``n_removed`` of that delivery), and those ``replaced`` by a new label. ``item_of``: the restated item of a
+    judgement's item id (a span unit's item)."""
     if existing.empty:
         return existing
     keys = pd.MultiIndex.from_frame(existing[KEY])
-    absent = existing["item_id"].isin(restated.index).to_numpy(bool) & ~keys.isin(pd.MultiIndex.from_frame(stated))
-    for number, count in existing.loc[absent, "item_id"].map(restated).value_counts().items():
+    item = item_of(existing["item_id"])
+    absent = item.isin(restated.index).to_numpy(bool) & ~keys.isin(pd.MultiIndex.from_frame(stated))
+    for number, count in item.loc[absent].map(restated).value_counts().items():
         delivery_rows[int(number)]["n_removed"] += int(count)
         summary["n_removed"] += int(count)
     return existing.loc[absent | keys.isin(pd.MultiIndex.from_frame(replaced))]
+
+
+def _same(items: pd.Series) -> pd.Series:
+    return items
+
+
+def _unit_item(items: pd.Series) -> pd.Series:
+    """The item of each unit id (the one rule of :func:`labelgate.pipeline.units.unit_items`)."""
+    return pd.Series(unit_items(items), index=items.index, dtype=object)
 
 
 def _count(
@@ -191,10 +216,18 @@ def _sequence(
     return new
 
 
+def _among(elements: tuple[str, ...], allowed: list[str] | None) -> bool:
+    """Whether a set's elements are all among the listed categories (compared as texts, as the gate's validation
+    does; every set is when none are listed)."""
+    return allowed is None or set(elements) <= set(allowed)
+
+
 def _codes(labels: pd.Series, meta: Meta, explicit: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Category code and numeric value of each label (categories grow unless explicit); valid mask.
 
-    Labels are keyed once per distinct value (:func:`labelgate.core.labels.label_key`), not once per row.
+    Labels are keyed once per distinct value (:func:`labelgate.core.labels.label_key`), not once per row. A label set
+    is keyed by its canonical form, so a set's code is the same whatever delivery it comes in; the sets seen are the
+    stream's categories, appended in order of appearance.
     """
     lookup = {label_key(c): j for j, c in enumerate(meta.categories)}
     factor, uniques = pd.factorize(labels, use_na_sentinel=True)
@@ -203,6 +236,8 @@ def _codes(labels: pd.Series, meta: Meta, explicit: bool) -> tuple[np.ndarray, n
         key = label_key(label)
         if key is None or (meta.numeric and key[0] != "n"):
             continue
+        if meta.level == "set" and (key[0] != "t" or not _among(key[1], meta.elements)):
+            continue  # a set with an element outside the listed categories is invalid, as the gate's validation says
         code = lookup.get(key)
         if code is None:
             if explicit:

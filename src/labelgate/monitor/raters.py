@@ -59,8 +59,9 @@ def stack_raters(vectors: list[np.ndarray], k: int) -> RaterSums:
 
 
 def expand_rater(vec: np.ndarray, kind: Kind, q_old: int, q_new: int) -> np.ndarray:
-    """A rater vector laid out for ``q_new`` categories (nominal only; other kinds have fixed widths)."""
-    if q_old == q_new or kind != "nominal":
+    """A rater vector laid out for ``q_new`` categories (nominal, and label sets' matrix kind, whose blocks have the
+    nominal layout; other kinds have fixed widths)."""
+    if q_old == q_new or kind not in ("nominal", "matrix"):
         return vec
     k_old, k_new = block_width(kind, q_old), block_width(kind, q_new)
     pos = block_positions([1, q_old, q_old], [1, q_new, q_new])

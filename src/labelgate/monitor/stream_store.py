@@ -16,6 +16,7 @@ from labelgate.monitor.state import Meta
 from labelgate.monitor.sums import PartState
 from labelgate.pipeline.config import MonitorConfig
 from labelgate.pipeline.tables import streams_table
+from labelgate.pipeline.units import unit_label
 
 
 @dataclass
@@ -46,7 +47,9 @@ def load_stream(conn: Connection, cfg: MonitorConfig, monitor: str, question: An
             "monitor": monitor,
             "question": question.name,
             "level": question.level,
-            "categories": [_plain_category(c, question.level) for c in (question.categories or [])],
+            # a set question's categories are the elements its sets may hold; the stream's are the sets seen
+            "categories": [] if question.level == "set" else
+            [_plain_category(c, question.level) for c in (question.categories or [])] + _unit_label(question),
             "center": None,
             "n_seq": 0,
             "first_ts": None,
@@ -65,22 +68,39 @@ def load_stream(conn: Connection, cfg: MonitorConfig, monitor: str, question: An
             Reason.INCOMPATIBLE_RATINGS,
         )
     state = row["state"] or {}
+    sets = question.level == "set"
     meta = Meta(
         level=question.level,
-        categories=list(row["categories"]),
+        # label sets are stored as lists of texts (JSON): read back in their canonical form, the core's keying
+        categories=[plain_label(c) for c in row["categories"]] if sets else list(row["categories"]),
         center=row["center"],
         irr=cfg.monitor.irr,
+        weights=cfg.monitor.weights,
         weighting=cfg.monitor.spa_weighting,
         sizes=list(state.get("sizes", [])),
+        distance=question.distance,
+        elements=[str(c) for c in question.categories] if sets and question.categories is not None else None,
     )
+    if sets and state.get("distance", meta.distance) != meta.distance and state.get("parts"):
+        raise InputError(
+            f"Question {question.name!r} was monitored with the {state['distance']} distance and is now configured "
+            f"with {meta.distance}; its stored sums do not apply. Use another monitor name.",
+            Reason.INCOMPATIBLE_RATINGS,
+        )
     if state.get("irr", meta.irr) != meta.irr:
         raise InputError(
             f"The monitor's IRR changed from {state['irr']!r} to {meta.irr!r}; its stored sums "
             "do not apply. Use another monitor name.",
             Reason.INCOMPATIBLE_RATINGS,
         )
+    if state.get("weights") != meta.weights and state.get("parts"):
+        raise InputError(
+            f"The monitor's IRR weights changed from {state.get('weights')!r} to {meta.weights!r}; its stored sums "
+            "do not apply. Use another monitor name.",
+            Reason.INCOMPATIBLE_RATINGS,
+        )
     sums = {name: PartState.from_json(name, data) for name, data in state.get("parts", {}).items()}
-    return Stream(row, meta, sums, explicit=question.categories is not None,
+    return Stream(row, meta, sums, explicit=question.categories is not None and not sets,
                   unrecorded=bool(state.get("unrecorded", False)))
 
 
@@ -90,6 +110,8 @@ def save_stream(conn: Connection, stream: Stream) -> None:
     state: dict[str, Any] = {
         "sizes": stream.meta.sizes,
         "irr": stream.meta.irr,
+        "weights": stream.meta.weights,
+        **({"distance": stream.meta.distance} if stream.meta.level == "set" else {}),
         "parts": {name: p.to_json() for name, p in stream.sums.items()},
     }
     if stream.unrecorded:  # only while set: a stream's stored state is otherwise what it was before the flag
@@ -108,6 +130,13 @@ def save_stream(conn: Connection, stream: Stream) -> None:
             updated_at=datetime.now(UTC),
         )
     )
+
+
+def _unit_label(question: Any) -> list[str]:
+    """A span / box question's listed categories take the label of a unit nobody marked (``O`` / ``none``), as the
+    gate's (:func:`labelgate.pipeline.units.unit_config`); none when its categories are not listed (they grow)."""
+    extra = unit_label(question)
+    return [extra] if extra is not None and question.categories and extra not in question.categories else []
 
 
 def _plain_category(value: Any, level: str) -> Any:

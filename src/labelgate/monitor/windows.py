@@ -88,15 +88,8 @@ def build_pools(crowd: pd.DataFrame, trusted: pd.DataFrame, meta: Meta) -> tuple
 
     def one(frame: pd.DataFrame, item_codes: np.ndarray) -> Ratings:
         rater_codes, raters = pd.factorize(frame["rater_id"])
-        return Ratings(
-            item_codes,
-            rater_codes,
-            frame["code"].to_numpy(np.int64),
-            item_labels=item_labels,
-            rater_labels=np.asarray(raters, dtype=object),
-            categories=meta.categories,
-            level=meta.level,
-        )
+        return meta.ratings(item_codes, rater_codes, frame["code"].to_numpy(np.int64), item_labels=item_labels,
+                            rater_labels=np.asarray(raters, dtype=object))
 
     n = len(crowd)
     crowd_r = one(crowd, codes[:n])
@@ -137,13 +130,13 @@ def _estimate(
         if metric == "spa":
             est = lg.spa(crowd, weighting=meta.weighting, **kw)
         elif metric == "irr_crowd":
-            est = IRR_FUNCTIONS[meta.irr](crowd, **kw)
+            est = IRR_FUNCTIONS[meta.irr](crowd, **_weighted(meta), **kw)
         elif trusted is None:
             return _empty()
         elif metric == "cross_kappa":
             est = lg.cross_kappa(crowd, trusted, **kw)
         else:
-            est = lg.normalized_cross_kappa(crowd, trusted, irr=meta.irr, **kw)
+            est = lg.normalized_cross_kappa(crowd, trusted, irr=meta.irr, **_weighted(meta), **kw)
     except DesignError:  # no common item with the trusted replication
         return _empty()
     d = est.to_dict()
@@ -154,6 +147,11 @@ def _estimate(
         "n_items": est.n_items,
         "n_ratings": est.n_ratings,
     }
+
+
+def _weighted(meta: Meta) -> dict[str, Any]:
+    """The IRR's ``weights`` argument (none when the monitor sets no weighting: the coefficient's default)."""
+    return {} if meta.weights is None else {"weights": meta.weights}
 
 
 def _empty() -> dict[str, Any]:

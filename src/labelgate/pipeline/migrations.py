@@ -12,7 +12,8 @@ reads its candidate pairs without scanning every pair tallied so far. Step 5 add
 tallies (a pass writes its tallies there; they are folded into the pairs table at a bounded cadence). Step 6 mends
 the monitor's series: earlier releases stored a cumulative row for a pass that had merged no crowd judgement yet,
 dated at time 0 (1970-01-01) and with nothing measured; those rows go (a pass now stores none). Step 7 gives the
-alert ledger a claim (token and time): a sender claims a row in a transaction before it sends.
+alert ledger a claim (token and time): a sender claims a row in a transaction before it sends. Step 8 adds the
+monitor's table of raw boxes (a ``kind: boxes`` question's objects are regrouped from them as boxes arrive).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from labelgate.pipeline import tables as t
 from labelgate.pipeline.database import MIGRATION_LOCK, transaction
 
 #: Version of the schema this code reads and writes.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _MONITOR_TABLES: tuple[Table, ...] = (
     t.monitors_table,
@@ -155,6 +156,11 @@ def _step_7(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE {t.alert_deliveries_table.name} ADD COLUMN {name} {kind}"))
 
 
+def _step_8(conn: Connection) -> None:
+    # The raw boxes of box questions: the monitor followed none before, so there is nothing to fill.
+    t.boxes_table.create(conn, checkfirst=True)
+
+
 _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     1: ("runs table with unique (batch_hash, config_hash)", _step_1),
     2: ("monitor tables (streams, judgements, deliveries, raters, pairs, windows, detectors, episodes, passes) "
@@ -166,6 +172,7 @@ _STEPS: dict[int, tuple[str, Callable[[Connection], None]]] = {
     5: ("monitor pair deltas: a pass's pair tallies pending until they are folded into the pairs table", _step_5),
     6: ("monitor series: the cumulative rows of passes without crowd judgements (dated 1970-01-01) removed", _step_6),
     7: ("alert ledger: a claim (token, time) taken in a transaction before a channel is sent to", _step_7),
+    8: ("monitor boxes: the raw boxes of box questions, from which an image's objects are regrouped", _step_8),
 }
 
 
@@ -184,7 +191,7 @@ def migrate(engine: Engine, what: str = "The results store") -> int:
     >>> from labelgate.pipeline.database import make_engine
     >>> engine = make_engine("sqlite://")
     >>> migrate(engine), migrate(engine), schema_version(engine)
-    (7, 7, 7)
+    (8, 8, 8)
     """
     with transaction(engine, write=True, lock=MIGRATION_LOCK) as conn:
         t.schema_version_table.create(conn, checkfirst=True)

@@ -132,6 +132,28 @@ judgements_table = Table(
     sqlite_with_rowid=False,
 )
 
+#: The raw boxes of a ``kind: boxes`` question (one row per box; a rater who drew nothing on an image: one row with
+#: empty coordinates and label): the objects of an image group every rater's boxes of it, so the monitor regroups an
+#: image from these whenever a box of it arrives (``labelgate.monitor.boxes``). ``box`` numbers a rater's boxes of an
+#: image in delivery order; ``label`` is the box's label as read (JSON: text or number).
+boxes_table = Table(
+    "labelgate_monitor_boxes",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("item_id", String(200), primary_key=True),
+    Column("pool", SmallInteger, primary_key=True),
+    Column("rater_id", String(200), primary_key=True),
+    Column("box", Integer, primary_key=True),
+    Column("x", Float, nullable=True),
+    Column("y", Float, nullable=True),
+    Column("width", Float, nullable=True),
+    Column("height", Float, nullable=True),
+    Column("label", JSON, nullable=True),
+    Column("ts", BigInteger, nullable=False),
+    Column("delivery_no", Integer, nullable=False),
+    sqlite_with_rowid=False,
+)
+
 deliveries_table = Table(
     "labelgate_monitor_deliveries",
     metadata,

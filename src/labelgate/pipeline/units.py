@@ -37,9 +37,10 @@ def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
 
     A cell is read as the core reads it (:func:`labelgate.core.sets.encode_sets`: a list, tuple, set, frozenset or
     a Parquet list is a set; a string is split at the question's ``sep``; an empty one is the empty set, "none
-    applies"; a missing cell is no judgement). One canonical form makes the label the same whatever the file's
-    format, hashes alike in every process (a frozenset's text depends on the process's string hashing) and is
-    what validation checks element by element. The table is copied only when it holds a set question.
+    applies"; a missing cell is no judgement). One canonical form (:func:`labelgate.core.labels.set_key`, the key of a
+    set in the core's label keying) makes the label the same whatever the file's format, hashes alike in every process
+    (a frozenset's text depends on the process's string hashing) and is what validation checks element by element
+    and the monitor keys a set by. The table is copied only when it holds a set question.
 
     Raises
     ------
@@ -49,6 +50,7 @@ def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
     questions = [q for q in config.questions if q.level == "set"]
     if not questions:
         return frame
+    from labelgate.core.labels import set_key
     from labelgate.core.sets import encode_sets
 
     frame = frame.copy()
@@ -61,7 +63,7 @@ def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
         encoded = encode_sets(pd.Series(cells, dtype=object), sep=question.sep, name=column,
                               row_labels=frame.index[rows])
         forms = np.empty(len(encoded.categories) + 1, dtype=object)
-        forms[:-1] = [tuple(sorted(str(e) for e in members)) for members in encoded.categories]
+        forms[:-1] = [set_key(members) for members in encoded.categories]
         forms[-1] = None  # code -1: a missing cell
         out = frame[column].astype(object).to_numpy(copy=True)
         out[rows] = forms[np.asarray(encoded.codes, dtype=np.int64)]
@@ -179,7 +181,7 @@ def question_units(config: GateConfig, question: Question, rows: pd.DataFrame) -
     if cols.timestamp and cols.timestamp in rows.columns:
         latest = rows.groupby([pool.to_numpy(), rows[cols.item].astype(str).to_numpy(),
                                rows[cols.rater].astype(str).to_numpy()])[cols.timestamp].max()
-        where = pd.MultiIndex.from_arrays([units[cols.pool], _item_of(units[cols.item]), units[cols.rater]])
+        where = pd.MultiIndex.from_arrays([units[cols.pool], unit_items(units[cols.item]), units[cols.rater]])
         units[cols.timestamp] = latest.reindex(where).to_numpy()
     summary: dict[str, Any] = {
         "kind": question.kind, "unit": question.spans.unit if question.spans is not None else "object",
@@ -272,12 +274,18 @@ def source_items(config: GateConfig, frame: pd.DataFrame) -> pd.Series:
     for question in questions:
         units |= _rows_of(frame, config, question)
     out = items.astype(object).copy()
-    out[units] = _item_of(items[units])
+    out[units] = unit_items(items[units])
     return out
 
 
-def _item_of(unit_ids: pd.Series) -> np.ndarray:
-    """The item of each unit id (``item#place`` → ``item``; an item id may itself hold ``#``)."""
+def unit_items(unit_ids: pd.Series) -> np.ndarray:
+    """The item of each unit id (``item#place`` → ``item``; an item id may itself hold ``#``).
+
+    >>> unit_items(pd.Series(["doc7#120", "a#b#3"])).tolist()
+    ['doc7', 'a#b']
+    """
+    if len(unit_ids) == 0:
+        return np.empty(0, dtype=object)
     return unit_ids.astype(str).str.rpartition(UNIT_SEP)[0].to_numpy(dtype=object)
 
 

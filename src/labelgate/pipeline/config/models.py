@@ -296,6 +296,21 @@ def _check_threshold(gate_type: str, key: str, value: float | None) -> None:
         raise ValueError(f"outside the range of {what}, {span}, for gate type {gate_type!r}")
 
 
+def check_weights_setting(value: str | list[list[float]]) -> str | list[list[float]]:
+    """A configured IRR weighting: a handbook name (:data:`labelgate.metrics.weights.WEIGHTS` or an alias) or a square
+    matrix (its size and credits are checked against the question's categories when it is used). Raises
+    ``ValueError`` (the loader adds the key)."""
+    if isinstance(value, str):
+        from labelgate.metrics.weights import ALIASES, WEIGHTS
+
+        if value not in WEIGHTS and value not in ALIASES:
+            raise ValueError(f"unknown weighting {value!r}; one of "
+                             f"{', '.join(repr(w) for w in (*WEIGHTS, *ALIASES))}, or a q x q matrix")
+    elif not value or any(len(row) != len(value) for row in value):
+        raise ValueError("a weights matrix must be square: q rows of q credits, in the question's category order")
+    return value
+
+
 class Gate(_Strict):
     """One expectation with its thresholds.
 
@@ -327,15 +342,7 @@ class Gate(_Strict):
         if info.data.get("type") not in ("normalized_cross_kappa", "irr_baseline"):
             raise ValueError(f"gate type {info.data.get('type')!r} has no IRR to weight; 'weights' applies to "
                              "'normalized_cross_kappa' and 'irr_baseline'")
-        if isinstance(value, str):
-            from labelgate.metrics.weights import ALIASES, WEIGHTS
-
-            if value not in WEIGHTS and value not in ALIASES:
-                raise ValueError(f"unknown weighting {value!r}; one of "
-                                 f"{', '.join(repr(w) for w in (*WEIGHTS, *ALIASES))}, or a q x q matrix")
-        elif not value or any(len(row) != len(value) for row in value):
-            raise ValueError("a weights matrix must be square: q rows of q credits, in the question's category order")
-        return value
+        return check_weights_setting(value)
 
     @field_validator(*THRESHOLD_KEYS)
     @classmethod

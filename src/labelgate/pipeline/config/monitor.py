@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, Field, StrictInt, StrictStr, field_validator, model_validator
 
 from labelgate.pipeline.config.loading import config_from_dict, load_config
-from labelgate.pipeline.config.models import STRICT, GateConfig, Question, RaterJudging
+from labelgate.pipeline.config.models import STRICT, GateConfig, Question, RaterJudging, check_weights_setting
 from labelgate.pipeline.limits import MAX_N_BOOT
 
 MetricName = Literal["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
@@ -200,6 +200,12 @@ class MonitorSettings(_Strict):
     window: Window = Window()
     metrics: list[MetricName] = ["spa", "irr_crowd", "irr_trusted", "cross_kappa", "normalized_cross_kappa"]
     irr: MonitorIrr = "krippendorff_alpha"
+    weights: StrictStr | list[list[float]] | None = Field(
+        default=None, description="The IRR's agreement weighting, as a gate's 'weights': a handbook name "
+        "(identity, linear, quadratic, ordinal, radical, ratio, circular, bipolar) or a q x q matrix in the question's "
+        "category order; the crowd and trusted IRR and normalized kappa_x (whose kappa_x then uses the distance "
+        "1 - w) take it. A weighting other than identity needs every question's 'categories' listed.",
+    )
     spa_weighting: Literal["flat", "annotations", "annotations_m1", "edges", "inv_var", "inv_var_class"] = (
         "annotations_m1"
     )
@@ -207,6 +213,11 @@ class MonitorSettings(_Strict):
     drift: Drift = Drift()
     raters: RaterChecks = RaterChecks()
     alert_on: list[Literal["open", "close"]] = ["open", "close"]
+
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, value: str | list[list[float]] | None) -> Any:
+        return value if value is None else check_weights_setting(value)
 
 
 class MonitorConfig(GateConfig):
@@ -217,21 +228,13 @@ class MonitorConfig(GateConfig):
     @model_validator(mode="after")
     def _monitorable(self) -> MonitorConfig:
         for index, question in enumerate(self.questions):
-            if question.kind == "boxes" or question.level == "set":
-                what = "'kind: boxes'" if question.kind == "boxes" else "'level: set'"
-                why = ("an object is the boxes of every rater of an image grouped together, so a delivery of some "
-                       "raters' boxes changes the objects of the others'" if question.kind == "boxes" else
-                       "its running sums hold one category per judgement, not a distance between sets")
+            if question.kind == "boxes" and self.monitor.source.kind == "label_studio":
                 raise ValueError(
-                    f"questions[{index}] ({question.name!r}) is {what}: the monitor does not follow it ({why}); "
-                    "gate each batch with `labelgate gate` instead"
+                    f"questions[{index}] ({question.name!r}) is 'kind: boxes': the monitor follows boxes from files, "
+                    "Parquet or SQL, not from a Label Studio project (its restated tasks would have to restate the "
+                    "stored boxes they regroup); gate the project's batches with `labelgate gate` instead"
                 )
-            if question.kind == "spans" and self.monitor.source.kind == "label_studio":
-                raise ValueError(
-                    f"questions[{index}] ({question.name!r}) is 'kind: spans': the monitor follows spans from files, "
-                    "Parquet or SQL, not from a Label Studio project (its reading keeps one judgement per "
-                    "annotation); gate the project's batches with `labelgate gate` instead"
-                )
+            self._weighable(index, question)
             if question.level == "ordinal" and not question.categories:
                 raise ValueError(
                     f"questions[{index}] ({question.name!r}) is ordinal: the monitor needs its "
@@ -245,9 +248,47 @@ class MonitorConfig(GateConfig):
             )
         return self
 
+    def _weighable(self, index: int, question: Question) -> None:
+        """Refuse ``monitor.weights`` a question cannot take.
+
+        A weighting other than identity gives a pair of categories a credit that depends on every category (their
+        range, their ranks), and a stream's maintained sums hold the credits of its items' pairs: the categories must
+        be fixed (listed) for those sums to stay right as labels arrive. Label sets are credited by their distance,
+        spans and boxes are nominal units: neither has positions to weight.
+        """
+        weights = self.monitor.weights
+        if weights is None or weights in ("identity", "nominal"):
+            return
+        where = f"questions[{index}] ({question.name!r})"
+        if question.level == "set" or question.kind != "labels":
+            what = "'level: set' (its credit is 1 - the set distance)" if question.level == "set" else \
+                f"'kind: {question.kind}' (nominal units)"
+            raise ValueError(f"monitor.weights {_shown(weights)} does not apply to {where}, which is {what}; "
+                             "leave monitor.weights out or set it to 'identity'")
+        if not question.categories:
+            raise ValueError(f"monitor.weights {_shown(weights)} needs {where} to list its 'categories': a weighting "
+                             "credits a pair of categories by where they lie among all of them, so the monitor's "
+                             "running sums need the categories fixed, not growing with the labels")
+        if not isinstance(weights, str) and len(weights) != len(question.categories):
+            raise ValueError(f"monitor.weights is a {len(weights)} x {len(weights)} matrix; {where} has "
+                             f"{len(question.categories)} categories (one row and column per category, in their "
+                             "order)")
+        if not isinstance(weights, str):
+            from labelgate.errors import ParameterError
+            from labelgate.metrics.weights import check_weight_matrix
+
+            try:
+                check_weight_matrix(weights, tuple(question.categories), "monitor.weights")
+            except ParameterError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+
     def threshold_gate(self, question: Question, gate_type: str) -> Any:
         """The first gate of ``gate_type`` that applies to ``question`` (None if there is none)."""
         return next((g for g in self.gates_for(question) if g.type == gate_type), None)
+
+
+def _shown(weights: str | list[list[float]]) -> str:
+    return repr(weights) if isinstance(weights, str) else "(a matrix)"
 
 
 def load_monitor_config(path: str | Path) -> MonitorConfig:

@@ -44,6 +44,7 @@ from labelgate.pipeline.sources.label_studio import (
 )
 from labelgate.pipeline.sources.label_studio.labeling_config import question_categories
 from labelgate.pipeline.sources.label_studio.reader import QUESTION_COLUMN
+from labelgate.pipeline.sources.pools import question_value
 
 #: Tasks listed per request when only their ids, times and annotators are read.
 LIST_PAGE_SIZE = 1000
@@ -126,6 +127,11 @@ class ProjectReader:
         xml = self._client.project(self.project)["label_config"]
         for question in self.cfg.questions:
             spec = parse_control(xml, self.controls[self.cfg.label_column(question)], self.what)
+            if spec.kind != question.kind:  # spans are read from a Labels control, labels from any other
+                raise InputError(
+                    f"Question {question.name!r} is 'kind: {question.kind}', but control {spec.name!r} of "
+                    f"{self.what} is a {spec.type} ({spec.kind}): set the question's kind to {spec.kind!r}.",
+                    Reason.INVALID_PARAMETER, control=spec.name, question=question.name)
             question_categories(spec, question.level, question.categories, question.name, self.what,
                                 stated="level" in question.model_fields_set)
 
@@ -193,26 +199,73 @@ class ProjectReader:
 
     def _judgements(self, tasks: list[int]) -> pd.DataFrame:
         """The current judgements of ``tasks`` in the monitor's columns: item, rater, pool, time, a label per
-        control; one per (task, annotator, pool), the latest updated."""
-        cols, pools, src = self.cfg.columns, self.cfg.pools, self.cfg.monitor.source
+        control; one per (task, annotator, pool), the latest updated.
+
+        A ``kind: spans`` question reads its ``Labels`` control on its own (a region control is never read in a list)
+        and keeps every span of the latest annotation of each (task, annotator, pool) — one row per span, one row
+        without offsets for an annotation that marked nothing — with its offsets and its text's length in the
+        question's ``spans`` columns; the monitor expands them into units as the gate does. With span questions the
+        table is long (each row one question's, named in ``columns.question`` when there are several questions).
+        """
+        spans = [q for q in self.cfg.questions if q.kind == "spans"]
+        if not spans:
+            return self._wide(tasks)
+        cols = self.cfg.columns
+        parts = []
+        for question in self.cfg.questions:
+            column = self.cfg.label_column(question)
+            long = self._latest(self._read(tasks, self.controls[column]), regions=question.kind == "spans")
+            if question.spans is not None:
+                long = long.rename(columns={"start": question.spans.start, "end": question.spans.end,
+                                            "length": question.spans.length})
+            long = long.rename(columns={cols.label: column})
+            if cols.question:
+                long[cols.question] = question_value(self.cfg, question)
+            parts.append(long)
+        out = pd.concat(parts, ignore_index=True).drop(columns=["annotation_id", "_n", "updated_at"])
+        out[cols.timestamp or "updated_at"] = pd.to_datetime(out.pop("_t").to_numpy(dtype="int64"), unit="us",
+                                                             utc=True)
+        return out
+
+    def _read(self, tasks: list[int], control: str | list[str]) -> pd.DataFrame:
+        """The rows of ``control`` (one name, or a list read in one pass, with a question column) on ``tasks``."""
+        cols = self.cfg.columns
+        pages = iter_annotations(
+            self.base, control, self.cfg.monitor.source.trusted, project=self.project, token_env=self.token_env,
+            columns=cols, page_size=PAGE_SIZE, timeout=self.timeout, selection=Selection(tasks=tuple(tasks)),
+        ) if tasks else iter(())
+        frames = list(pages)
+        several = [QUESTION_COLUMN] if isinstance(control, list) else []
+        return (pd.concat(frames, ignore_index=True) if frames else
+                pd.DataFrame(columns=[cols.item, cols.rater, cols.label, cols.pool, *several, "annotation_id",
+                                      "updated_at"]))
+
+    def _latest(self, long: pd.DataFrame, *, regions: bool = False) -> pd.DataFrame:
+        """The rows of the latest updated annotation of each (task, annotator, pool), pools named as configured;
+        ``_t`` its time in microseconds. One row per key, or every region row of that annotation (``regions``)."""
+        cols, pools = self.cfg.columns, self.cfg.pools
+        key = [cols.item, cols.rater, cols.pool]
+        long = long.copy()
+        long[cols.pool] = long[cols.pool].map({"trusted": pools.trusted, "crowd": pools.crowd})
+        order = parse_timestamps(long["updated_at"]).fillna(0).astype("int64")
+        number = pd.to_numeric(long["annotation_id"], errors="coerce").fillna(0)
+        long = long.assign(_t=order, _n=number).sort_values(["_t", "_n"], kind="stable")
+        last = long.drop_duplicates(key, keep="last")
+        if not regions:
+            return last
+        chosen = long[key].merge(last[[*key, "annotation_id"]], on=key, how="left")["annotation_id"]
+        return long.loc[(long["annotation_id"].to_numpy() == chosen.to_numpy())]
+
+    def _wide(self, tasks: list[int]) -> pd.DataFrame:
+        """:meth:`_judgements` of questions without spans: every control in one pass over the tasks, one row per
+        (task, annotator, pool) with a column per control."""
+        cols = self.cfg.columns
         key = [cols.item, cols.rater, cols.pool]
         time_column = cols.timestamp or "updated_at"
         wide: pd.DataFrame | None = None
-        pages = iter_annotations(  # every control in one pass over the tasks
-            self.base, list(dict.fromkeys(self.controls.values())), src.trusted, project=self.project,
-            token_env=self.token_env, columns=cols, page_size=PAGE_SIZE, timeout=self.timeout,
-            selection=Selection(tasks=tuple(tasks)),
-        ) if tasks else iter(())
-        frames = list(pages)
-        every = (pd.concat(frames, ignore_index=True) if frames
-                 else pd.DataFrame(columns=[*key, cols.label, QUESTION_COLUMN, "annotation_id", "updated_at"]))
+        every = self._read(tasks, list(dict.fromkeys(self.controls.values())))
         for column, control in self.controls.items():
-            long = every.loc[every[QUESTION_COLUMN] == control].drop(columns=[QUESTION_COLUMN])
-            long[cols.pool] = long[cols.pool].map({"trusted": pools.trusted, "crowd": pools.crowd})
-            order = parse_timestamps(long["updated_at"]).fillna(0).astype("int64")
-            number = pd.to_numeric(long["annotation_id"], errors="coerce").fillna(0)
-            long = (long.assign(_t=order, _n=number).sort_values(["_t", "_n"], kind="stable")
-                    .drop_duplicates(key, keep="last"))
+            long = self._latest(every.loc[every[QUESTION_COLUMN] == control].drop(columns=[QUESTION_COLUMN]))
             part = long[[*key, cols.label, "_t"]].rename(columns={cols.label: column, "_t": f"_t_{column}"})
             wide = part if wide is None else wide.merge(part, on=key, how="outer")
         assert wide is not None  # a monitor has at least one question
