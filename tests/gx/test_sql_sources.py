@@ -419,11 +419,11 @@ def test_labels_outside_the_given_categories_are_an_error(sqlite_source):
     assert "'mixed', which is not one of the categories" in error
 
 
-def test_label_sets_are_refused_before_anything_is_fetched_naming_the_route(sqlite_source, monkeypatch):
+def test_label_sets_are_refused_before_anything_is_fetched_naming_the_route(sql_source, monkeypatch):
     """A set cell is one category to the database's counts: no silent number from a distance between texts."""
     df = judgements("nominal", False, seed=10).assign(label=lambda d: d["label"].map({"neg": "a|b", "neu": "a",
                                                                                     "pos": "b", "mixed": "a|c"}))
-    batch = sqlite_source.batch("sets", df)
+    batch = sql_source.batch("sets", df)
 
     def fetched(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the aggregates were fetched for a refused metric")
