@@ -40,6 +40,8 @@ class Reason(StrEnum):
     INCOMPLETE_DESIGN = "incomplete_design"
     # parameter errors
     INVALID_PARAMETER = "invalid_parameter"
+    # a run's faults
+    EXPECTATION_FAILED = "expectation_failed"
     # reasons for a NaN estimate (not raised)
     NO_PAIRABLE_ITEMS = "no_pairable_items"
     NO_EXPECTED_DISAGREEMENT = "no_expected_disagreement"

@@ -145,6 +145,16 @@ def test_an_exception_in_any_step_ends_in_error_never_accept(tmp_path, data, mon
     assert any(f"injected failure in {step}" in r for r in result["reasons"])
 
 
+def test_an_expectation_that_raises_inside_the_flow_is_an_error_with_its_message(tmp_path, data, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("SPA provider failure")
+
+    monkeypatch.setattr("labelgate.gx._metrics.spa", broken)  # SPA is a warning here: a fault all the same
+    result = run(tmp_path, *data["good"])
+    assert result["decision"] == "ERROR" and result["error_step"] == "measure"
+    assert result["reasons"] == ["measure: [label] the spa expectation failed to run: SPA provider failure"]
+
+
 def test_rerun_is_recorded_without_recomputing_and_force_adds_history(tmp_path, data):
     first = run(tmp_path, *data["good"])
     again = run(tmp_path, *data["good"])

@@ -93,6 +93,36 @@ def test_the_report_shows_the_agreement_on_each_label(tmp_path: Path, kind: str)
     assert result["units"][question]["labels"] == units[question]["labels"]
 
 
+@pytest.mark.parametrize("kind", ["spans", "boxes"])
+def test_a_reused_decision_shows_the_same_agreement_per_label_as_the_fresh_one(tmp_path: Path, kind: str):
+    fresh = _gate(tmp_path, kind, BUILD[kind](seed=9), "good")
+    assert not fresh["reused"] and fresh["units"]
+    again = _gate(tmp_path, kind, BUILD[kind](seed=9), "good")  # the same inputs: the recorded decision is served
+    assert again["reused"] and again["reused_from"] == fresh["run_id"]
+    assert again["units"] == fresh["units"]
+    question = next(iter(fresh["units"]))
+    assert [row["label"] for row in again["units"][question]["labels"]]
+    if kind == "boxes":  # per rater too: this request's expansion computes it (the record keeps the pools' only)
+        assert again["units"][question]["iou"]["raters"] == fresh["units"][question]["iou"]["raters"]
+    # the CLI's early look-up serves it the same way, and a report rebuilt from the reused summary shows it
+    from labelgate.gate.audit import stored_decision
+
+    config, crowd, trusted = tmp_path / f"{kind}.yaml", tmp_path / "good-crowd.csv", tmp_path / "good-trusted.csv"
+    served = stored_decision(config, crowd, trusted, batch_id="served")
+    assert served is not None and served["reused"] and served["units"] == fresh["units"]
+    page = write_gate_report(again, tmp_path / "reused-report")
+    html = Path(page["html"]).read_text(encoding="utf-8")
+    assert "Agreement per label" in html and all(f">{row['label']}<" in html
+                                                 for row in fresh["units"][question]["labels"])
+    # the decision was recorded once and served twice: three records, the first untouched
+    from labelgate.pipeline.store import ResultsStore
+
+    store = ResultsStore(f"sqlite:///{(tmp_path / 'r.db').as_posix()}")
+    first = store.get(fresh["run_id"])
+    assert first is not None and first.reused_from is None and first.decision == fresh["decision"]
+    assert len(store.list_runs(None)) == 3
+
+
 def test_a_span_table_without_its_offsets_is_an_error_naming_the_column(tmp_path: Path):
     frame = drawn.spans(n_docs=5, seed=5).drop(columns=["end"])
     summary = _gate(tmp_path, "spans", frame, "broken")

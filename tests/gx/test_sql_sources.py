@@ -417,3 +417,35 @@ def test_labels_outside_the_given_categories_are_an_error(sqlite_source):
     exp = lge.ExpectSpaToBeBetween(min_value=0.0, max_value=1.0, categories=["neg", "neu", "pos"])
     error = lge.raised_exception(sqlite_source.batch("categories", df).validate(exp))
     assert "'mixed', which is not one of the categories" in error
+
+
+def test_label_sets_are_refused_before_anything_is_fetched_naming_the_route(sql_source, monkeypatch):
+    """A set cell is one category to the database's counts: no silent number from a distance between texts."""
+    df = judgements("nominal", False, seed=10).assign(label=lambda d: d["label"].map({"neg": "a|b", "neu": "a",
+                                                                                    "pos": "b", "mixed": "a|c"}))
+    batch = sql_source.batch("sets", df)
+
+    def fetched(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the aggregates were fetched for a refused metric")
+
+    monkeypatch.setattr("labelgate.gx._metrics.sql_pools", fetched)
+    for exp in (lge.ExpectCrossKappaToBeAtLeast(min_value=0.1, level="set", distance="jaccard"),
+                lge.ExpectSpaToBeBetween(min_value=0.0, max_value=1.0, level="set", distance="masi"),
+                lge.ExpectNormalizedCrossKappaToBeAtLeast(min_value=0.1, level="set", distance="jaccard")):
+        res = batch.validate(exp)
+        error = lge.raised_exception(res)
+        assert res.success is False and error is not None
+        assert "cannot run on a SQL batch" in error and "level='set'" in error
+        assert "pandas batch of the rows" in error and "without 'aggregate'" in error
+
+
+def test_a_label_set_refusal_names_the_question_on_sql_and_on_spark():
+    from labelgate.errors import DesignError
+    from labelgate.gx._sql import refuse
+
+    for engine, batch in (("sql", "a SQL batch"), ("spark", "a Spark batch")):
+        with pytest.raises(DesignError) as refused:
+            refuse("labelgate.table.spa", {"level": "set", "question": "topics"}, engine)
+        assert f"cannot run on {batch} (question 'topics')" in refused.value.message
+        assert refused.value.context["parameter"] == "level"
+    refuse("labelgate.table.spa", {"level": "nominal"}, "sql")  # other levels run in the database

@@ -108,10 +108,27 @@ def test_spans_beside_another_question_need_the_question_column() -> None:
         config_from_dict({"questions": [{"name": "ner", "kind": "spans"}, {"name": "tone"}]}, "gate.yaml")
 
 
-def test_sets_spans_and_boxes_are_not_aggregated_in_the_database() -> None:
-    with pytest.raises(ConfigError, match="cannot gate them"):
-        config_from_dict({"batch": {"format": "sql", "query": "select 1", "url_env": "DB", "aggregate": True},
-                          "questions": [{"name": "topics", "level": "set", "distance": "jaccard"}]}, "gate.yaml")
+SQL_AGGREGATE = {"format": "sql", "query": "select 1", "url_env": "DB", "aggregate": True}
+
+
+@pytest.mark.parametrize(("question", "named"), [
+    ({"name": "topics", "level": "set", "distance": "jaccard"}, "'topics' (level: set)"),
+    ({"name": "ner", "kind": "spans"}, "'ner' (kind: spans)"),
+    ({"name": "objects", "kind": "boxes"}, "'objects' (kind: boxes)"),
+])
+@pytest.mark.parametrize("where", ["batch", "sources.weekly"])
+def test_sets_spans_and_boxes_are_not_aggregated_in_the_database(question: dict, named: str, where: str) -> None:
+    # a named source (the one a labelgate.batch.ready event asks for) is refused as the batch is: the gate would
+    # otherwise measure each span or box row in the database as one label of its text or image
+    where_ = {"batch": SQL_AGGREGATE} if where == "batch" else {"sources": {"weekly": SQL_AGGREGATE}}
+    with pytest.raises(ConfigError) as refused:
+        config_from_dict({**where_, "questions": [question]}, "gate.yaml")
+    message = str(refused.value)
+    assert named in message and f"{where} set 'aggregate: true'" in message
+    assert "set 'aggregate: false' there, and the gate reads the query's rows" in message  # the supported route
+    config_from_dict({**{k: {**v, "aggregate": False} if k == "batch" else {"weekly": {**SQL_AGGREGATE,
+                                                                                       "aggregate": False}}
+                         for k, v in where_.items()}, "questions": [question]}, "gate.yaml")
 
 
 # ------------------------------------------------------------------------------------------------ duplicate keys

@@ -342,3 +342,63 @@ def test_questions_fan_out_on_dask_and_match_the_local_run(client, prefect_api, 
     run_dirs = [p for p in (tmp_path / "dask" / "reports").iterdir() if p.name != "gx-static"]  # shared GX assets
     assert len(run_dirs) == 1
     assert {p.name for p in (run_dirs[0] / "questions").iterdir()} == {"sentiment", "topic"}
+
+
+DRAWN_CONFIG = """
+gates:
+  - {{type: normalized_cross_kappa, min_value: 0.75}}
+  - {{type: cross_kappa, min_value: 0.6}}
+  - {{type: spa, min_value: 0.5}}
+interval: {{n_boot: 60, seed: 0}}
+columns: {{question: question}}
+questions:
+  - {{name: topics, level: set, distance: masi, sep: "|"}}
+  - {{name: ner, kind: spans, categories: [PER, LOC, ORG]}}
+  - {{name: objects, kind: boxes}}
+store: {{url: "sqlite:///{root}/results.db"}}
+reports: {{dir: "{root}/reports"}}
+runner: {runner}
+"""
+
+
+def test_sets_spans_and_boxes_fan_out_on_dask_and_match_the_local_run(client, prefect_api, tmp_path, monkeypatch):
+    """The gate's Dask fan-out measures each question's rows of the expanded table in a worker process: label sets
+    (in their canonical form), span positions and box objects give the local run's numbers there."""
+    pytest.importorskip("prefect_dask", reason="the Dask runner needs prefect-dask (the 'dask' extra)")
+    from prefect_dask import DaskTaskRunner
+
+    from labelgate.flows import gate as flow_module
+    from tests.gate import drawn
+
+    monkeypatch.setattr(flow_module, "dask_task_runner",
+                        lambda cfg: DaskTaskRunner(address=client.scheduler.address))
+    sets = drawn.sets(n_items=80, seed=1)
+    frame = pd.concat([sets.assign(label=sets["label"].map(lambda tags: "|".join(tags) or "|"), question="topics"),
+                       drawn.spans(n_docs=20, seed=2).assign(question="ner"),
+                       drawn.boxes(n_images=30, seed=3).assign(question="objects")], ignore_index=True)
+    both = tmp_path / "both.csv"
+    frame.to_csv(both, index=False)
+    results = {}
+    for runner in ("local", "dask"):
+        root = tmp_path / runner
+        root.mkdir()
+        config = root / "gate.yaml"
+        config.write_text(DRAWN_CONFIG.format(root=root.as_posix(), runner=runner), encoding="utf-8")
+        results[runner] = flow_module.run_gate_flow(str(config), batch=str(both))
+    local, dist = results["local"], results["dask"]
+    assert local["decision"] == "ACCEPT", local["reasons"]
+    assert dist["decision"] == local["decision"] and dist["reasons"] == local["reasons"]
+    assert set(local["metrics"]) == {"topics", "ner", "objects"}
+    assert dist["metrics"] == local["metrics"]
+    assert dist["units"] == local["units"]
+    run_dirs = [p for p in (tmp_path / "dask" / "reports").iterdir() if p.name != "gx-static"]
+    assert {p.name for p in (run_dirs[0] / "questions").iterdir()} == {"topics", "ner", "objects"}
+
+
+def test_label_sets_are_refused_with_the_route_that_builds_them(client):
+    frame = pd.DataFrame({"item_id": [1, 1], "rater_id": ["a", "b"], "label": ["x|y", "x"]})
+    with pytest.raises(lg.ParameterError, match="got 'set'") as refused:
+        ratings_from_dask(dd.from_pandas(frame, npartitions=1), level="set")
+    assert "Ratings.from_long(frame.compute(), level='set'" in str(refused.value)
+    with pytest.raises(lg.ParameterError, match="Ratings.from_long"):
+        ratings_by_pool_dask(dd.from_pandas(frame.assign(pool="crowd"), npartitions=1), level="set")

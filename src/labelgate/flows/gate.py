@@ -69,7 +69,7 @@ def _hooks() -> runner.Hooks:
     def measure(config: GateConfig, frame: Any, categories: dict[str, Any], out: Path) -> gate.Measured:
         if config.runner == "dask" and len(config.questions) > 1:
             return measure_questions_flow.with_options(task_runner=dask_task_runner(config))(
-                config, frame, categories, out)
+                config, Unrecorded(frame), categories, out)
         return measure_task(config, frame, categories, out)
 
     return runner.Hooks(step=_step, measure=measure, publish=_publish, on_summary=_artifacts,
@@ -102,9 +102,29 @@ def measure_question_task(config: GateConfig, question: str, frame: Any, categor
     return measure_serially(only, frame, categories, out)
 
 
+class Unrecorded:
+    """A subflow parameter handed over by reference: Prefect records it as ``"<Unrecorded>"``, not its value.
+
+    A subflow's parameters are sent to the Prefect API and stored with its flow run; the judgements of a batch must
+    not be (the API refuses parameters over 512 KB, which an expanded span table passes at a few thousand rows, and
+    its database is no place for the batch's content). Prefect stores a placeholder for a value its JSON encoder
+    cannot read, which this is (no ``__dict__``, not iterable).
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 @flow(name="labelgate-measure-questions", log_prints=False, validate_parameters=False)
 def measure_questions_flow(config: GateConfig, frame: Any, categories: dict[str, Any], out: Path) -> gate.Measured:
-    """Every question of one batch as its own task on the flow's task runner; outcomes in question order."""
+    """Every question of one batch as its own task on the flow's task runner; outcomes in question order.
+
+    ``frame``: the canonical table, or the same wrapped in :class:`Unrecorded` (as the gate passes it).
+    """
+    if isinstance(frame, Unrecorded):
+        frame = frame.value
     futures = []
     for question in config.questions:
         rows = frame[frame["question"] == question.name]

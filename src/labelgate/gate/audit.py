@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from labelgate.gate import alerting
-from labelgate.pipeline import sources
+from labelgate.pipeline import sources, units
 from labelgate.pipeline.config import ConfigError, GateConfig, config_from_dict, load_config
 from labelgate.pipeline.migrations import SCHEMA_VERSION
 from labelgate.pipeline.sources.tables import batch_id_of
@@ -119,6 +119,19 @@ def reuse(store: ResultsStore, previous: GateRecord, batch_id: str, run_id: str 
     return store.append(record)
 
 
+def reused_summary(store: ResultsStore, previous: GateRecord, batch_id: str, selection: Mapping[str, Any],
+                   run_id: str | None = None, started: datetime | None = None,
+                   orchestration: Orchestration | None = None) -> dict[str, Any]:
+    """The run summary of a request served the decision of ``previous`` (:func:`reuse` records it): what a fresh
+    decision's summary shows, from the record — the span / box section kept with the decision, with what this
+    request's loading expanded (``selection["units"]``, :func:`labelgate.pipeline.units.of_summary`)."""
+    summary = record_summary(reuse(store, previous, batch_id, run_id, started, orchestration))
+    section = units.of_summary(summary, selection.get("units"))
+    if section is not None:
+        summary["units"] = section
+    return summary
+
+
 def stored_decision(config: Any, batch: str | Path | None, trusted: str | Path | None = None, *,
                     batch_id: str | None = None, orchestration: Orchestration | None = None) -> dict[str, Any] | None:
     """The summary of a request whose inputs were decided before — recorded for ``batch_id`` (with how this request
@@ -133,12 +146,12 @@ def stored_decision(config: Any, batch: str | Path | None, trusted: str | Path |
         return None
     from labelgate.gate.steps import load_inputs  # the run's own loading: one rule for what keys a decision
 
-    cfg, crowd, trusted_df, _ = load_inputs(cfg, batch, trusted)
+    cfg, crowd, trusted_df, selection = load_inputs(cfg, batch, trusted)
     previous = store.find(digest_of(cfg, crowd, trusted_df)[2])
     if previous is None:
         return None
     name = batch_id or default_batch_id(None if batch is None else str(batch))
-    summary = record_summary(reuse(store, previous, name, orchestration=orchestration))
+    summary = reused_summary(store, previous, name, selection, orchestration=orchestration)
     summary["alerts"] = alerting.alert_run(store, cfg, summary)
     summary[ORCHESTRATION_KEY] = orchestration_of(summary)
     return summary

@@ -26,8 +26,10 @@ Per blocking expectation (warnings are reported, never blocking):
   ======================================================================  ========
 
 plus REVIEW when the batch covers too few trusted items. The batch decision is the worst of all: ERROR, then REJECT,
-then REVIEW, then ACCEPT. Any other ERROR (invalid config or input, any failure) is decided by the runner, which never
-reaches :func:`decide` on an error path — so no error path can end in ACCEPT.
+then REVIEW, then ACCEPT. Any other ERROR (invalid config or input, an expectation that failed to run —
+:class:`labelgate.gate.measure.ExpectationRunError` —, any failure) is decided by the runner, which never reaches
+:func:`decide` on an error path — so no error path can end in ACCEPT, and an undefined outcome is always a statistic
+that was computed (NaN by ``docs/degenerate-input.md``), never one that raised.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from labelgate.errors import LabelGateError, Reason
 from labelgate.gate.decision import Outcome, Reliability
 from labelgate.gate.steps import CANONICAL, Measured, _numeric, _slug
 from labelgate.pipeline.config import Gate, GateConfig, Question
@@ -101,9 +102,14 @@ def measure(config: GateConfig, frame: pd.DataFrame | SqlBatch, categories: dict
     result = checkpoint.run(batch_parameters=parameters)
     outcomes: list[Outcome] = []
     metrics: dict[str, dict[str, dict[str, Any]]] = {}
+    faults: list[ExpectationRunError] = []
     for run in result.run_results.values():
         for evr in run.results:
-            outcome = outcome_from_result(evr)
+            try:
+                outcome = outcome_from_result(evr)
+            except ExpectationRunError as fault:  # every fault of the run is named, not only the first
+                faults.append(fault)
+                continue
             outcomes.append(outcome)
             rows = metrics.setdefault(outcome.question, {})
             rows.update(_metric_rows(outcome))
@@ -112,14 +118,41 @@ def measure(config: GateConfig, frame: pd.DataFrame | SqlBatch, categories: dict
                 d = outcome.details
                 rows.setdefault("irr_crowd", {"value": d.get("value"), "ci_low": d.get("ci_low"),
                                               "ci_high": d.get("ci_high")})
+    if faults:
+        raise ExpectationRunError.of(faults)
     # GX's static assets are the same for every run: one shared copy beside the run folders, not 4 MB per run
     share_static_assets(context, Path(config.reports.dir) / "gx-static")
     docs = context.get_docs_sites_urls()
     return Measured(outcomes, metrics, docs[0]["site_url"] if docs else None, skipped)
 
 
+class ExpectationRunError(LabelGateError):
+    """An expectation that failed to run (it raised inside the GX run): a fault, so the run is an ERROR.
+
+    A statistic that is undefined on the data (NaN by ``docs/degenerate-input.md``) is computed, and decided by the
+    policy (:mod:`labelgate.gate.decision`); an expectation that raised measured nothing, and no decision may rest on
+    it. ``context``: ``question``, ``gate`` (the expectation) and ``raised`` (its message as raised).
+    """
+
+    default_code = Reason.EXPECTATION_FAILED
+
+    @classmethod
+    def of(cls, faults: list[ExpectationRunError]) -> ExpectationRunError:
+        """One fault naming every expectation that failed (the first, when there is one)."""
+        if len(faults) == 1:
+            return faults[0]
+        return cls("; ".join(f.message for f in faults), faults=[f.context for f in faults])
+
+
 def outcome_from_result(evr: Any) -> Outcome:
-    """An :class:`Outcome` from a GX ExpectationValidationResult of a LabelGate expectation."""
+    """An :class:`Outcome` from a GX ExpectationValidationResult of a LabelGate expectation.
+
+    Raises
+    ------
+    ExpectationRunError
+        The expectation raised inside the GX run (GX reports it in ``exception_info``, read by
+        :func:`labelgate.gx.raised_exception`): its message, the question and the expectation are the fault's.
+    """
     cfg = evr.expectation_config
     meta = cfg.meta or {}
     details = dict((evr.result or {}).get("details") or {})
@@ -129,8 +162,9 @@ def outcome_from_result(evr: Any) -> Outcome:
 
     message = raised_exception(evr)
     if message is not None:
-        details["reason"] = f"the expectation failed to run: {message}"
-        value = math.nan
+        question = str(cfg.kwargs.get("question"))
+        raise ExpectationRunError(f"[{question}] the {gate} expectation failed to run: {_one_line(message)}",
+                               question=question, gate=gate, raised=message)
     thresholds = details.get("thresholds") or {}
     described = ", ".join(f"{k} {v}" for k, v in thresholds.items())
     checks = details.get("checks") or []
@@ -140,7 +174,7 @@ def outcome_from_result(evr: Any) -> Outcome:
         interval_verdict=details.get("interval_verdict") if details.get("judged_on") == "ci_bound" else None,
         reason=details.get("reason"), description=f"{gate} ({described})" if described else gate,
         details=details, reliability=reliability(gate, details),
-        undefined=message is not None or any(math.isnan(_float(c.get("point"), math.nan)) for c in checks))
+        undefined=any(math.isnan(_float(c.get("point"), math.nan)) for c in checks))
 
 
 def reliability(gate: str, details: dict[str, Any]) -> Reliability | None:
@@ -155,6 +189,11 @@ def reliability(gate: str, details: dict[str, Any]) -> Reliability | None:
     return Reliability(crowd=_float(crowd, math.nan), trusted=_float(components.get("irr_trusted"), math.nan),
                        crowd_high=_float(crowd_high, math.nan),
                        trusted_low=_float(components.get("irr_trusted_ci_low"), math.nan))
+
+
+def _one_line(message: str) -> str:
+    """A raised message on one line (a record's reason is one line per cause)."""
+    return " ".join(message.split()) or "no message"
 
 
 def _float(value: Any, default: float) -> float:

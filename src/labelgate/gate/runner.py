@@ -51,7 +51,7 @@ from labelgate.gate.audit import (
     default_batch_id,
     digest_of,
     orchestration_of,
-    reuse,
+    reused_summary,
 )
 from labelgate.gate.decision import GateDecision
 from labelgate.pipeline import units
@@ -197,8 +197,8 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
     if previous is not None:
         hooks.logger.info("these inputs were decided by run %s: recording its decision for batch %s",
                           previous.run_id, state["batch_id"])
-        reused = with_raters(record_summary(reuse(store, previous, state["batch_id"], state["run_id"], started,
-                                                  hooks.orchestration)))
+        reused = with_raters(reused_summary(store, previous, state["batch_id"], selection, state["run_id"], started,
+                                            hooks.orchestration))
         return _write_back(cfg, batch, crowd, reused, hooks)
     out = steps.run_directory(cfg, state["batch_id"], state["run_id"])
     if not isinstance(crowd, pd.DataFrame):  # the batch stays in its database (a SQL source with aggregate: true)
@@ -233,21 +233,24 @@ def _run(config: Any, batch: Any, trusted: Any, force: bool, state: dict[str, An
                                        coverage_problems=decided.problems, rejection=prepared.rejection,
                                        validation=prepared.summary, raters=decided.raters,
                                        diagnostics=diagnosed["diagnostics"])
+    # spans and boxes: what was expanded, and the agreement on each label (kept with the decision for its reuse)
+    section = to_jsonable(units.report(cfg, selection["units"], frame)) if selection.get("units") else None
     record = GateRecord(batch_id=state["batch_id"], batch_hash=state["batch_hash"], config_hash=state["config_hash"],
                         trusted_hash=state["trusted_hash"], run_id=state["run_id"],
                         decision=decision.decision, reasons=decision.reasons, metrics=metrics,
                         coverage=decided.coverage,
                         validation={**prepared.summary, raters.RECORD_KEY: decided.raters,
                                     next_steps.RECORD_KEY: steps_next,
-                                    ORCHESTRATION_KEY: hooks.orchestration.to_dict()},
+                                    ORCHESTRATION_KEY: hooks.orchestration.to_dict(),
+                                    **({units.RECORD_KEY: units.recorded(section)} if section else {})},
                         timing=timing, created_at=started,
                         reports={**{f"quarantine_{k}": v for k, v in prepared.quarantine.items()},
                                  **decided.reports, "data_docs": measured.data_docs})
     summary = with_raters(record_summary(record, warnings=decision.warnings))
     # per-rater rows go to the report and result.json, not into the store (they grow with the raters)
     summary["diagnostics"] = to_jsonable(diagnosed["diagnostics"])
-    if selection.get("units"):  # spans and boxes: what was expanded, and the agreement on each label
-        summary["units"] = to_jsonable(units.report(cfg, selection["units"], frame))
+    if section:
+        summary["units"] = section
     state["step"] = "publish"
     if hooks.publish is not None:
         publish = hooks.publish

@@ -334,6 +334,7 @@ class LabelGateTableMetric(TableMetricProvider):
     def _sql(cls, execution_engine: SqlAlchemyExecutionEngine, metric_domain_kwargs: dict,  # noqa: N805
              metric_value_kwargs: dict, metrics: dict, runtime_configuration: dict) -> dict[str, Any]:
         kw = dict(metric_value_kwargs)
+        refuse(cls.metric_name, kw, "sql")  # label sets: before the aggregates, which it does not depend on
         return sql_metric(cls.finish, metrics[_SQL_POOLS], kw, need_trusted=cls.need_trusted,
                           metric_name=cls.metric_name)
 

@@ -58,9 +58,16 @@ def needs_raters(metric_name: str, kw: dict[str, Any]) -> str | None:
     return None
 
 
+#: Why label sets are not measured from an engine's aggregates.
+SETS_REFUSAL = "label sets (level='set') are compared by a distance between sets (Jaccard, MASI), not as categories"
+
+
 def refusal(metric_name: str, kw: dict[str, Any], engine: str = "sql") -> str | None:
-    """Why the metric cannot be computed from the ``engine``'s aggregates (None when it can): a SQL database sums
-    the judgements per rater too; Spark does not here."""
+    """Why the metric cannot be computed from the ``engine``'s aggregates (None when it can): label sets on any
+    engine (:data:`SETS_REFUSAL`); on Spark, a metric that needs each rater's sums (a SQL database sums the
+    judgements per rater too; Spark does not here)."""
+    if kw.get("level") == "set":
+        return SETS_REFUSAL
     return needs_raters(metric_name, kw) if engine == "spark" else None
 
 
@@ -77,9 +84,20 @@ _ENGINES = {"sql": ("a SQL batch", "the database returns", "the rows read with r
 
 
 def refuse(metric_name: str, kw: dict[str, Any], engine: str = "sql") -> None:
-    """Raise the :class:`~labelgate.errors.DesignError` of a metric that needs rater identity, on a SQL or Spark
-    (``engine``) batch: both return item x category counts, not judgements."""
+    """Raise the :class:`~labelgate.errors.DesignError` of a metric the ``engine``'s aggregates cannot give, before
+    anything is fetched: label sets (``level='set'``), on a SQL or a Spark batch; a metric that needs rater identity
+    on a Spark batch. Both engines return item x category counts, not judgements; the message names the route that
+    measures them (a pandas batch of the rows)."""
     why = refusal(metric_name, kw, engine)
+    if why is not None and kw.get("level") == "set":
+        batch, returns, rows = _ENGINES[engine]
+        question = f" (question {kw['question']!r})" if kw.get("question") is not None else ""
+        raise DesignError(f"{metric_name} cannot run on {batch}{question}: {why}, and {returns} item x category "
+                          f"counts, each distinct cell one category. Validate this expectation on a pandas batch of "
+                          f"the rows (e.g. {rows}), each label a list, tuple or set of categories; or gate the table "
+                          "with `labelgate gate` from a SQL source without 'aggregate', which reads its rows "
+                          "(docs/expectations.md).",
+                          Reason.INCOMPATIBLE_RATINGS, engine=engine, parameter="level", value="set")
     if why is not None:
         batch, returns, rows = _ENGINES[engine]
         raise DesignError(f"{metric_name} cannot run on {batch}: {why}, which needs to know which rater gave "

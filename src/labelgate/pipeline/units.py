@@ -15,6 +15,7 @@ A unit's item id is the item's id and the unit's place in it joined by ``#`` (``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ OUTSIDE, MISSED = UNIT_LABELS["spans"], UNIT_LABELS["boxes"]
 UNIT_SEP = "#"
 #: Joins a pool and a rater id while both pools are expanded at once (a rater id may be in both pools).
 _POOL_SEP = "\x1f"
+#: The key of a record's ``validation`` JSON that keeps a decision's span / box section (:func:`recorded`).
+RECORD_KEY = "units"
 
 
 def canonical_sets(config: GateConfig, frame: pd.DataFrame) -> pd.DataFrame:
@@ -366,3 +369,47 @@ def report(config: GateConfig, expanded: dict[str, Any], frame: pd.DataFrame) ->
     """What the report shows of each span / box question: :func:`expand`'s account of it and :func:`per_label`."""
     labels = per_label(config, frame)
     return {name: {**summary, "labels": labels.get(name, [])} for name, summary in expanded.items()}
+
+
+def recorded(section: Mapping[str, Any]) -> dict[str, Any]:
+    """The span / box section (:func:`report`) as a decision's record keeps it, so that a request served that decision
+    later shows the same section (:func:`of_summary`): everything but the per-rater matched IoU, which grows with the
+    raters (per-rater rows stay out of the store) and which the expansion of the same inputs computes again.
+
+    >>> recorded({"boxes": {"units": 4, "labels": [], "iou": {"crowd": 0.9, "raters": {"crowd": {"c1": 0.9}}}}})
+    {'boxes': {'units': 4, 'labels': [], 'iou': {'crowd': 0.9}}}
+    """
+    out = {}
+    for question, entry in section.items():
+        entry = dict(entry)
+        if isinstance(entry.get("iou"), Mapping):
+            entry["iou"] = {k: v for k, v in entry["iou"].items() if k != "raters"}
+        out[str(question)] = entry
+    return out
+
+
+def of_summary(summary: Mapping[str, Any], expanded: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The span / box section of a run summary or a stored record (None when it has none).
+
+    A summary that holds ``units`` gives it; a record gives the section kept with its decision (:func:`recorded`:
+    the per-label agreement computed on the units it measured), updated with ``expanded``, :func:`expand`'s account
+    of the request being answered — what it read and the matched IoU per pool and per rater. A reused decision
+    answers inputs with the same digest, whose units are the decided ones, so it shows what a fresh decision on
+    them shows, without measuring them again.
+
+    >>> record = {"validation": {"units": {"ner": {"kind": "spans", "units": 9, "labels": [{"label": "PER"}]}}}}
+    >>> of_summary(record, {"ner": {"kind": "spans", "units": 9, "rows": {"crowd": 3}}})["ner"]["labels"]
+    [{'label': 'PER'}]
+    >>> of_summary({"validation": {}}) is None
+    True
+    """
+    direct = summary.get("units")
+    if isinstance(direct, Mapping):
+        return dict(direct)
+    validation = summary.get("validation")
+    stored = validation.get(RECORD_KEY) if isinstance(validation, Mapping) else None
+    if not isinstance(stored, Mapping):
+        return None
+    fresh = expanded or {}
+    return {str(q): {**dict(entry), **dict(fresh.get(q) or {}), "labels": list(dict(entry).get("labels") or [])}
+            for q, entry in stored.items() if isinstance(entry, Mapping)}

@@ -568,10 +568,16 @@ class GateConfig(_Strict):
             unknown = set(gate.questions or ()) - set(names)
             if unknown:
                 raise ValueError(f"gate {gate.type!r} names unknown question(s) {sorted(unknown)}")
-        richer = [q.name for q in self.questions if q.kind != "labels" or q.level == "set"]
-        if richer and self.batch.aggregate:
-            raise ValueError(f"question(s) {richer} hold label sets, spans or boxes, which are measured on the "
-                             "client: 'batch.aggregate' (statistics computed in the database) cannot gate them")
+        in_database = (["batch"] if self.batch.aggregate else []) + \
+            [f"sources.{name}" for name, source in self.sources.items() if source.aggregate]
+        richer = [f"{q.name!r} ({'level: set' if q.level == 'set' else f'kind: {q.kind}'})"
+                  for q in self.questions if q.kind != "labels" or q.level == "set"]
+        if richer and in_database:
+            raise ValueError(
+                f"question(s) {', '.join(richer)} hold label sets, spans or boxes, which the gate measures on the "
+                f"client, and {' and '.join(in_database)} set 'aggregate: true' (statistics computed in the "
+                "database, which sees one label per row): set 'aggregate: false' there, and the gate reads the "
+                "query's rows and measures them as it measures a file")
         drawn = [q.name for q in self.questions if q.kind != "labels"]
         if drawn and len(self.questions) > 1 and not self.columns.question:
             raise ValueError(f"question(s) {drawn} hold spans or boxes, one row per span or box: with other "

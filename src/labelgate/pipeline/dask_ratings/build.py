@@ -112,6 +112,12 @@ def ratings_by_pool_dask(frame: Any, pool: str = "pool", item: str = "item_id", 
 
 
 def _check_options(level: str, duplicates: str, missing: str, function: str) -> None:
+    if level == "set":  # the partitions' statistics are item x category counts: no distance between two sets
+        raise ParameterError(f"The 'level' parameter of {function} must be one of {', '.join(map(repr, LEVELS))}; "
+                             "got 'set': the Dask backend adds up one category per judgement, and label sets are "
+                             "compared by a distance between sets. Build them in memory: Ratings.from_long("
+                             "frame.compute(), level='set', distance='jaccard' or 'masi'), as for spans "
+                             "(Ratings.from_spans) and boxes (Ratings.from_boxes).", parameter="level", value=level)
     check_option(level, LEVELS, "level", function)
     check_option(duplicates, ("error", "first", "last"), "duplicates", function)
     check_option(missing, ("drop", "error"), "missing", function)
