@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import labelgate as lg
-from labelgate.core import spanunits
+from labelgate.core import spanunits, statistics
 from labelgate.core.sets import SetRatings
 from labelgate.core.spans import spans_by_pool
 from labelgate.core.spanunits import SpanUnitRatings
@@ -157,3 +157,16 @@ def test_token_units_are_counted_from_the_spans():
     q = r.n_categories
     np.testing.assert_array_equal(np.bincount(r.item_codes * q + r.value_codes, minlength=r.n_items * q),
                                   r.item_counts.ravel())
+
+
+def test_counts_and_judgements_are_made_only_when_read(monkeypatch):
+    r = lg.Ratings.from_spans(overlapping_spans(2, pools=(("p", ("a", "b")),)))
+    assert isinstance(r, SpanUnitRatings)
+    assert not {"item_counts", "rater_counts", "category_counts"} & set(r.__dict__) and not r.expanded
+    assert r.value_codes.size == r.n_ratings  # the gate's unit table reads the judgements only
+    assert "item_counts" not in r.__dict__
+    np.testing.assert_array_equal(r.category_counts, np.bincount(r.value_codes, minlength=r.n_categories))
+    for module in (spanunits, statistics):  # a table over the bound is refused as for any Ratings
+        monkeypatch.setattr(module, "MAX_COUNT_CELLS", r.n_items * r.n_categories - 1)
+    with pytest.raises(lg.InputError, match="too many cells"):
+        _ = lg.Ratings.from_spans(overlapping_spans(2, pools=(("p", ("a", "b")),))).item_counts

@@ -7,9 +7,14 @@ of it (a character, or a token with ``unit="token"``): the label of the span cov
 Where spans of one rater with *different* labels overlap, that position's judgement is the set of their labels
 and the whole table becomes set-valued (level ``"set"``, Jaccard distance; ``"O"`` is then the empty set).
 
-The expansion is vectorised: the judgements of a (document, rater) pair are one ``repeat`` of its offset plus
-a running position, and the spans fill their ranges with one gather; no Python loop runs per character, per span
-or per document (only per document for ``unit="token"`` with texts split at whitespace).
+Categorical unit judgements (no overlap of different labels) are a
+:class:`~labelgate.core.spanunits.SpanUnitRatings`: their item x category and rater x category counts — all the
+point estimates of the coefficients read — come from where the spans begin and end, and the per-judgement codes are
+made only when a metric reads single judgements (bootstrap blocks, diagnostics): the same units and numbers, without
+a pass over the judgements for a point estimate. The expansion is vectorised: the judgements of a (document,
+rater) pair are one ``repeat`` of its offset plus a running position, filled block by block, and the spans fill
+their ranges with one gather; no Python loop runs per character, per span or per document (only per document for
+``unit="token"`` with texts split at whitespace).
 
 numpy only.
 """

@@ -6,7 +6,7 @@ Every position of a document is a unit (:mod:`labelgate.core.spans`), so a span 
 the judgements through their counts: the item x category counts :math:`n_{uc}` (:math:`D L \times q`) and the
 rater x category counts. Both follow from the spans without a pass over the judgements: along the positions of a
 document, :math:`n_{uc}` changes only where a span (or the document) begins or ends, so a table of those changes
-(+1 and −1 per category) summed down the items is :math:`n_{uc}` (:func:`unit_counts`); a rater's count of label
+(+1 and −1 per category) summed down the items is :math:`n_{uc}` (:func:`item_unit_counts`); a rater's count of label
 :math:`k` is the width of their spans of that label, and of "O" the rest of their documents' positions.
 
 :class:`SpanUnitRatings` is a `Ratings` that holds those counts and the recipe of the judgements
@@ -30,6 +30,7 @@ import numpy.typing as npt
 from labelgate.core.cached import cached_statistic
 from labelgate.core.index import LabelIndex
 from labelgate.core.ratings import IntArray, Ratings
+from labelgate.core.statistics import MAX_COUNT_CELLS
 from labelgate.errors import InputError, Reason
 
 #: Labels of overlapping spans are combined as bits of one integer: at most this many span labels.
@@ -158,8 +159,8 @@ def mixed_labels(plan: UnitPlan) -> tuple[IntArray, IntArray] | None:
     return at, masks
 
 
-def unit_counts(plan: UnitPlan, n_raters: int, q: int) -> tuple[IntArray, IntArray]:
-    r"""The item x category and rater x category counts of categorical unit judgements, from the spans.
+def item_unit_counts(plan: UnitPlan, q: int) -> IntArray:
+    r"""The item x category counts :math:`n_{uc}` of categorical unit judgements, from the spans.
 
     Each cluster of overlapping spans of a rater holds one label here (:func:`mixed_labels` is None), so it covers
     the union of its spans with that label. At a unit :math:`u` (a position of document :math:`d`),
@@ -174,18 +175,14 @@ def unit_counts(plan: UnitPlan, n_raters: int, q: int) -> tuple[IntArray, IntArr
 
     >>> plan = UnitPlan(np.array([0, 4]), np.array([0, 0]), np.array([0, 1]), np.array([0]), np.array([1]),
     ...                 np.array([3]), np.array([0]))
-    >>> items, raters = unit_counts(plan, 2, 2)
-    >>> items.tolist(), raters.tolist()
-    ([[2, 0], [1, 1], [1, 1], [2, 0]], [[2, 2], [4, 0]])
+    >>> item_unit_counts(plan, 2).tolist()
+    [[2, 0], [1, 1], [1, 1], [2, 0]]
     """
     offset, pair_item = plan.offset, plan.pair_item
-    heads = np.flatnonzero(cluster_starts(plan))
-    pair = plan.span_pair[heads]
-    first, label = plan.first[heads], plan.code[heads] + 1
-    stop = np.maximum.reduceat(plan.stop, heads) if heads.size else plan.stop[:0]
+    pair, first, stop, label = _covered_ranges(plan)
     base = offset[pair_item[pair]]
     n_items = int(offset[-1])
-    one_pair, one_span = np.ones(pair_item.size, dtype=np.int64), np.ones(heads.size, dtype=np.int64)
+    one_pair, one_span = np.ones(pair_item.size, dtype=np.int64), np.ones(pair.size, dtype=np.int64)
     rows = np.concatenate((offset[pair_item], offset[pair_item + 1], base + first, base + first, base + stop,
                            base + stop))
     cols = np.concatenate((0 * one_pair, 0 * one_pair, label, 0 * one_span, label, 0 * one_span))
@@ -194,18 +191,41 @@ def unit_counts(plan: UnitPlan, n_raters: int, q: int) -> tuple[IntArray, IntArr
     counts = np.zeros((n_items, q), dtype=np.int64)
     np.add.at(counts.reshape(-1), rows[inside] * q + cols[inside], step[inside])
     np.cumsum(counts, axis=0, out=counts)
+    return counts
+
+
+def rater_unit_counts(plan: UnitPlan, n_raters: int, q: int) -> IntArray:
+    """The rater x category counts of categorical unit judgements, from the spans: a rater's count of label
+    ``k`` is the width of the ranges they cover with it, of "O" the rest of their documents' units.
+
+    Examples
+    --------
+    >>> plan = UnitPlan(np.array([0, 4]), np.array([0, 0]), np.array([0, 1]), np.array([0]), np.array([1]),
+    ...                 np.array([3]), np.array([0]))
+    >>> rater_unit_counts(plan, 2, 2).tolist()
+    [[2, 2], [4, 0]]
+    """
+    pair, first, stop, label = _covered_ranges(plan)
     width = stop - first
     raters = np.zeros(n_raters * q, dtype=np.int64)
     np.add.at(raters, plan.pair_rater * q, plan.size)
     np.add.at(raters, plan.pair_rater[pair] * q + label, width)
     np.add.at(raters, plan.pair_rater[pair] * q, -width)
-    return counts, raters.reshape(n_raters, q)
+    return raters.reshape(n_raters, q)
+
+
+def _covered_ranges(plan: UnitPlan) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """(pair, first unit, stop, category code = label + 1) of each cluster of overlapping spans of one label."""
+    heads = np.flatnonzero(cluster_starts(plan))
+    stop = np.maximum.reduceat(plan.stop, heads) if heads.size else plan.stop[:0]
+    return plan.span_pair[heads], plan.first[heads], stop, plan.code[heads] + 1
 
 
 class SpanUnitRatings(Ratings):
-    """Categorical unit judgements of a span table (level ``"nominal"``): a :class:`Ratings` whose item x category
-    and rater x category counts come from the spans (:func:`unit_counts`) and whose per-judgement codes are
-    expanded on first read (:meth:`UnitPlan.judgements`).
+    """Categorical unit judgements of a span table (level ``"nominal"``): a :class:`Ratings` whose item x category,
+    rater x category and category counts come from the spans (:func:`item_unit_counts`, :func:`rater_unit_counts`)
+    and whose per-judgement codes are expanded on first read (:meth:`UnitPlan.judgements`); each is made when
+    first read, so a route that reads only the judgements (the gate's unit table) makes no count table.
 
     Examples
     --------
@@ -226,9 +246,23 @@ class SpanUnitRatings(Ratings):
         self._n_ratings = plan.n_judgements
         if self._n_ratings == 0:
             raise InputError("The ratings are empty: no judgement with a value.", Reason.EMPTY_INPUT)
-        # the cached statistics, seeded (cached_statistic reads them from the instance's dictionary)
-        self.__dict__["item_counts"], self.__dict__["rater_counts"] = unit_counts(plan, len(rater_labels),
-                                                                                  len(self.categories))
+
+    @cached_statistic
+    def item_counts(self) -> IntArray:
+        """Item x category counts ``n_ic``, shape (n_items, n_categories), from the spans (:func:`item_unit_counts`)."""
+        if self.n_items * self.n_categories > MAX_COUNT_CELLS:  # refused as for any Ratings, with its message
+            return Ratings.item_counts.func(self)
+        return item_unit_counts(self.plan, self.n_categories)
+
+    @cached_statistic
+    def rater_counts(self) -> IntArray:
+        """Rater x category counts, from the spans (:func:`rater_unit_counts`)."""
+        return rater_unit_counts(self.plan, self.n_raters, self.n_categories)
+
+    @cached_statistic
+    def category_counts(self) -> IntArray:
+        """Ratings of each category: the column totals of :attr:`rater_counts`."""
+        return self.rater_counts.sum(axis=0)
 
     @property
     def n_ratings(self) -> int:
