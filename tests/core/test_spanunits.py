@@ -170,3 +170,15 @@ def test_counts_and_judgements_are_made_only_when_read(monkeypatch):
         monkeypatch.setattr(module, "MAX_COUNT_CELLS", r.n_items * r.n_categories - 1)
     with pytest.raises(lg.InputError, match="too many cells"):
         _ = lg.Ratings.from_spans(overlapping_spans(2, pools=(("p", ("a", "b")),))).item_counts
+
+
+def test_pickles_and_reindexes_as_a_ratings():
+    import pickle
+
+    r = lg.Ratings.from_spans(overlapping_spans(3, pools=(("p", ("a", "b", "c")),)))
+    back = pickle.loads(pickle.dumps(r))
+    assert isinstance(back, SpanUnitRatings) and back.n_ratings == r.n_ratings
+    np.testing.assert_array_equal(back.item_counts, r.item_counts)
+    assert lg.krippendorff_alpha(back).value == pytest.approx(lg.krippendorff_alpha(r).value, abs=1e-12)
+    half = r.subset_items(np.arange(0, r.n_items, 2))  # any re-indexing reads the judgements: a plain Ratings
+    assert type(half) is lg.Ratings and half.n_ratings == int(r.item_counts[::2].sum())
