@@ -9,10 +9,11 @@ document, :math:`n_{uc}` changes only where a span (or the document) begins or e
 (+1 and −1 per category) summed down the items is :math:`n_{uc}` (:func:`item_unit_counts`); a rater's count of label
 :math:`k` is the width of their spans of that label, and of "O" the rest of their documents' positions.
 
-:class:`SpanUnitRatings` is a `Ratings` that holds those counts and the recipe of the judgements
-(:class:`UnitPlan`); the per-judgement codes (``item_codes``, ``rater_codes``, ``value_codes``) are made on first
-read, for the metrics that read single judgements (bootstrap blocks, per-rater diagnostics). Every statistic is the
-same integer table either way, so every coefficient is the same number; the units are the same per-position units.
+:class:`SpanUnitRatings` is a `Ratings` that holds the recipe of the judgements (:class:`UnitPlan`) and makes
+each of those counts, and the per-judgement codes (``item_codes``, ``rater_codes``, ``value_codes``), when first
+read: the codes only for the metrics that read single judgements (bootstrap blocks, per-rater diagnostics) and the
+gate's unit table. Every statistic is the same integer table either way, so every coefficient is the same number;
+the units are the same per-position units.
 
 Positions covered by overlapping spans of one rater with *different* labels make set judgements
 (:func:`mixed_labels`; :mod:`labelgate.core.spans` builds those on the judgements). numpy only.
