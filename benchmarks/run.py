@@ -66,9 +66,10 @@ SET: tuple[Script, ...] = (
            "the same gate through the Python API, the gate as a Prefect flow and Prefect's start-up"),
     Script("bench_icc.py", ("--items", "1000", "--rounds", "3"), 300,
            "ICC end to end vs pingouin (usual and integer-id routes) and a hand numpy route, warm and cold"),
-    Script("bench_kinds.py", ("--docs", "1000", "--images", "100000", "--sets", "1000000", "--rounds", "3"), 420,
-           "multi-label sets (10^6 judgements), text spans (10^3 documents x 2,000 characters x 3+3 raters) and "
-           "image boxes (10^5 images x 5 boxes x 3 raters): building the Ratings and the panel vs pd.read_csv"),
+    # the sizes: spans 1.2*10^8 unit judgements (peak 4.9 GB), boxes 3*10^6; ~100 s of CPU on a quiet machine
+    Script("bench_kinds.py", ("--docs", "10000", "--images", "100000", "--sets", "1000000", "--rounds", "3"), 720,
+           "multi-label sets (10^6 judgements), text spans (10^4 documents x 2,000 characters x 3+3 raters) and "
+           "image boxes (10^5 images x 5 boxes x 3+3 raters): building the pools and the panel vs pd.read_csv"),
     Script("bench_dask.py", ("--rows", "1000000", "5000000", "--rounds", "3", "--n-boot", "0"), 480,
            "Dask (2-worker LocalCluster) vs in-memory at 10^6 and 5*10^6 judgements, fresh processes; the crossover"),
 )

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import labelgate as lg
+from labelgate.core import boxes as boxes_module
 from labelgate.core.boxes import BoxColumns, boxes_by_pool, read_boxes
 
 COLUMNS = ("item_id", "rater_id", "x", "y", "width", "height", "label")
@@ -87,6 +88,15 @@ def test_grouping_equals_the_written_rule(seed, threshold):
     for crowded in (False, True):
         table = random_boxes(seed, crowded=crowded)
         assert grouped(table, threshold) == reference_objects(table, threshold)
+
+
+@pytest.mark.parametrize("block", [1, 5, 40])
+def test_pairs_tested_block_by_block_group_as_the_written_rule(block, monkeypatch):
+    """Blocks of whole images smaller than one image's pairs, and spanning several images: the same objects."""
+    monkeypatch.setattr(boxes_module, "PAIR_BLOCK", block)
+    for seed, crowded in ((0, False), (1, True), (2, True)):
+        table = random_boxes(seed, crowded=crowded)
+        assert grouped(table, 0.5) == reference_objects(table, 0.5)
 
 
 def test_each_annotator_judges_every_object_of_the_image():

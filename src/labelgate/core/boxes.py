@@ -80,10 +80,37 @@ def iou_of(a: FloatArray, b: FloatArray) -> FloatArray:
     return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
+#: Box pairs tested per step of :func:`_candidate_pairs`: its temporaries stay this small, whatever the table's size.
+PAIR_BLOCK = 1 << 18
+
+
 def _candidate_pairs(box_item: IntArray, box_rater: IntArray, geometry: FloatArray, threshold: float,
                      ) -> tuple[IntArray, IntArray, FloatArray]:
-    """Every pair (earlier, later box) of one image, different raters, IoU >= threshold: one vectorised pass
-    over the pairs of each image's boxes (boxes sorted by image)."""
+    """Every pair (earlier, later box) of one image, different raters, IoU >= threshold (boxes sorted by image).
+
+    Vectorised over the pairs of each image's boxes, block by block of whole images (about :data:`PAIR_BLOCK`
+    pairs each; one Python step per block, not per image): the pairs of a large table are never all held at
+    once, only those that pass.
+    """
+    n = box_item.size
+    if n < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
+    per_image = np.bincount(box_item)
+    box_end = np.cumsum(per_image)  # one past each image's last box
+    pairs_before = np.concatenate(([0], np.cumsum(per_image * (per_image - 1) // 2)))
+    cuts = np.searchsorted(pairs_before, np.arange(PAIR_BLOCK, int(pairs_before[-1]), PAIR_BLOCK), side="left")
+    images = np.unique(np.concatenate(([0], cuts, [per_image.size])))
+    bounds = np.concatenate(([0], box_end))[images]
+    found = [_image_pairs(box_item[a:b] - box_item[a], box_rater[a:b], geometry[a:b], threshold, a)
+             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True) if b > a]
+    first, second, overlap = (np.concatenate([f[k] for f in found]) for k in range(3))
+    return first, second, overlap
+
+
+def _image_pairs(box_item: IntArray, box_rater: IntArray, geometry: FloatArray, threshold: float, shift: int,
+                 ) -> tuple[IntArray, IntArray, FloatArray]:
+    """:func:`_candidate_pairs` of the boxes of some whole images (``box_item`` from 0); positions + ``shift``."""
     n = box_item.size
     if n < 2:
         empty = np.zeros(0, dtype=np.int64)
@@ -112,7 +139,7 @@ def _candidate_pairs(box_item: IntArray, box_rater: IntArray, geometry: FloatArr
     area = geometry[:, 2] * geometry[:, 3]
     overlap = inter / (area[first] + area[second] - inter)  # the union is at least the intersection, > 0
     keep = overlap >= threshold
-    return first[keep], second[keep], overlap[keep]
+    return first[keep] + shift, second[keep] + shift, overlap[keep]
 
 
 def _components(n: int, first: IntArray, second: IntArray) -> IntArray:

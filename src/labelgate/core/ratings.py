@@ -219,8 +219,9 @@ class Ratings(SufficientStatistics):
         nominal `Ratings` whose items are the units ``(document id, position)``, so every coefficient, interval
         and diagnostic applies; where spans of one rater with different labels overlap, the judgements are label
         sets (a :class:`labelgate.core.sets.SetRatings`, Jaccard distance, ``"O"`` the empty set). Built without a
-        loop per character (:mod:`labelgate.core.spans`); pools on one unit index:
-        :func:`labelgate.core.spans.spans_by_pool`.
+        loop per character (:mod:`labelgate.core.spans`); categorical units are counted from the spans and their
+        single judgements made only when a metric reads them (:mod:`labelgate.core.spanunits`); pools on one unit
+        index: :func:`labelgate.core.spans.spans_by_pool`.
 
         Parameters
         ----------

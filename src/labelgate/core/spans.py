@@ -7,9 +7,14 @@ of it (a character, or a token with ``unit="token"``): the label of the span cov
 Where spans of one rater with *different* labels overlap, that position's judgement is the set of their labels
 and the whole table becomes set-valued (level ``"set"``, Jaccard distance; ``"O"`` is then the empty set).
 
-The expansion is vectorised: the judgements of a (document, rater) pair are one ``repeat`` of its offset plus
-a running position, and the spans fill their ranges with one gather; no Python loop runs per character, per span
-or per document (only per document for ``unit="token"`` with texts split at whitespace).
+Categorical unit judgements (no overlap of different labels) are a
+:class:`~labelgate.core.spanunits.SpanUnitRatings`: their item x category and rater x category counts — all the
+point estimates of the coefficients read — come from where the spans begin and end, and the per-judgement codes are
+made only when a metric reads single judgements (bootstrap blocks, diagnostics): the same units and numbers, without
+a pass over the judgements for a point estimate. The expansion is vectorised: the judgements of a (document,
+rater) pair are one ``repeat`` of its offset plus a running position, filled block by block, and the spans fill
+their ranges with one gather; no Python loop runs per character, per span or per document (only per document for
+``unit="token"`` with texts split at whitespace).
 
 numpy only.
 """
@@ -30,13 +35,12 @@ from labelgate.core.columns import factorize
 from labelgate.core.index import LabelIndex
 from labelgate.core.ratings import MULTI_LABEL, IntArray, Ratings
 from labelgate.core.sets import SetRatings, set_ratings_type, set_sort_key
+from labelgate.core.spanunits import SpanUnitRatings, UnitPlan, mixed_labels
 from labelgate.errors import InputError, ParameterError, Reason, check_option
 
 SpanUnit = Literal["char", "token"]
 OUTSIDE = "O"
 _WORD = re.compile(r"\S+")
-#: Labels of overlapping spans are combined as bits of one integer: at most this many span labels.
-MAX_OVERLAP_LABELS = 62
 
 
 @dataclass(frozen=True)
@@ -275,69 +279,31 @@ def unit_index(items: Column, units: IntArray) -> LabelIndex:
 
 def expand(table: _Table, rows: npt.NDArray[np.bool_] | None, index: LabelIndex, distance: str,
            ) -> Ratings:
-    """The unit judgements of the rows ``rows`` (None: every row) of a span table, on the unit index ``index``."""
+    """The unit judgements of the rows ``rows`` (None: every row) of a span table, on the unit index ``index``.
+
+    Categorical judgements (no overlap of different labels: the common case) are a :class:`SpanUnitRatings`, which
+    counts them from the spans and expands them one by one only for a metric that reads single judgements.
+    """
     take: Callable[[np.ndarray], np.ndarray] = (lambda a: a) if rows is None else (lambda a: a[rows])
     row_item, row_rater = take(table.row_item), take(table.row_rater)
     n_raters = table.raters.n_uniques
     pair_key, row_pair = np.unique(row_item * n_raters + row_rater, return_inverse=True)
     pair_item, pair_rater = pair_key // n_raters, pair_key % n_raters
-    units = table.units
-    offset = np.concatenate(([0], np.cumsum(units)))
-    size = units[pair_item]
-    pair_start = np.concatenate(([0], np.cumsum(size)))
-    n_judgements = int(pair_start[-1])
-    item_codes = np.repeat(offset[pair_item] - pair_start[:-1], size)
-    item_codes += np.arange(n_judgements, dtype=np.int64)
-    raters_used, rater_codes = np.unique(pair_rater, return_inverse=True)
-    rater_codes = np.repeat(rater_codes.astype(np.int64), size)
-    values = np.zeros(n_judgements, dtype=np.int64)  # 0: "O", outside every span; label k: code k + 1
+    raters_used, pair_rater_code = np.unique(pair_rater, return_inverse=True)
     marked = take(table.marked)
     span_pair = row_pair.ravel()[marked]
     first, stop, code = take(table.first)[marked], take(table.stop)[marked], take(table.label_code)[marked]
     order = np.lexsort((first, span_pair))
-    span_pair, first, stop, code = span_pair[order], first[order], stop[order], code[order]
-    begin = pair_start[span_pair] + first
-    width = stop - first
-    positions = np.repeat(begin - np.concatenate(([0], np.cumsum(width)[:-1])), width)
-    positions += np.arange(positions.size, dtype=np.int64)
-    span_of = np.repeat(np.arange(code.size), width)
-    values[positions] = code[span_of] + 1
+    plan = UnitPlan(np.concatenate(([0], np.cumsum(table.units))), pair_item, pair_rater_code.ravel().astype(np.int64),
+                    span_pair[order], first[order], stop[order], code[order])
     rater_labels = np.asarray(table.raters.uniques, dtype=object)[raters_used]
-    combined = _overlapping_labels(span_pair, first, stop, code, positions, span_of)
+    combined = mixed_labels(plan)
     if combined is None:
-        return Ratings(item_codes, rater_codes, values, item_labels=index, rater_labels=rater_labels,
-                       categories=[OUTSIDE, *table.labels], level="nominal")
+        return SpanUnitRatings(plan, item_labels=index, rater_labels=rater_labels,
+                               categories=[OUTSIDE, *table.labels])
+    item_codes, rater_codes, values = plan.judgements()
     at, masks = combined
     return _as_sets(item_codes, rater_codes, values, at, masks, table.labels, index, rater_labels, distance)
-
-
-def _overlapping_labels(span_pair: IntArray, first: IntArray, stop: IntArray, code: IntArray,
-                        positions: IntArray, span_of: IntArray) -> tuple[IntArray, IntArray] | None:
-    """Judgement positions covered by spans of one rater with different labels, and their label bit masks;
-    None when no two overlapping spans of a rater differ in label (the common case: one pass over the spans)."""
-    if code.size < 2:
-        return None
-    same_pair = span_pair[1:] == span_pair[:-1]
-    # spans are sorted by (pair, start): one overlaps an earlier span of its pair iff it starts before the
-    # furthest end so far (a running maximum within the pair: the pair's code keeps pairs apart)
-    reach = np.maximum.accumulate(span_pair * (int(stop.max()) + 1) + stop)
-    overlaps = same_pair & (first[1:] < reach[:-1] - span_pair[1:] * (int(stop.max()) + 1))
-    if not overlaps.any():
-        return None
-    cluster = np.concatenate(([0], np.cumsum(~overlaps)))  # runs of overlapping spans
-    low = np.minimum.reduceat(code, np.flatnonzero(np.concatenate(([True], ~overlaps))))
-    high = np.maximum.reduceat(code, np.flatnonzero(np.concatenate(([True], ~overlaps))))
-    mixed_cluster = low != high
-    if not mixed_cluster.any():
-        return None
-    if int(code.max()) >= MAX_OVERLAP_LABELS:
-        raise InputError(f"Spans with different labels overlap, and there are more than {MAX_OVERLAP_LABELS} span "
-                         "labels: too many to combine into label sets.", Reason.TOO_MANY_CATEGORIES)
-    in_mixed = mixed_cluster[cluster][span_of]
-    at, inverse = np.unique(positions[in_mixed], return_inverse=True)
-    masks = np.zeros(at.size, dtype=np.int64)
-    np.bitwise_or.at(masks, inverse.ravel(), np.left_shift(1, code[span_of[in_mixed]]))
-    return at, masks
 
 
 def _as_sets(item_codes: IntArray, rater_codes: IntArray, values: IntArray, at: IntArray, masks: IntArray,
