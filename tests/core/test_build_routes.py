@@ -22,11 +22,10 @@ from labelgate.core.align import align_items, on_one_index
 from labelgate.core.build import _any_repeated_pair
 from labelgate.core.column import Column, EncodedColumn
 from labelgate.core.columns import factorize, factorize_objects, take_values
+from labelgate.core.keycodes import HEAD, hash_codes
 from labelgate.core.strings import (
-    HEAD,
     JOIN_BLOCK,
     fixed_width_codes,
-    hash_codes,
     object_string_codes,
     stacked_codes,
     window_keys,
@@ -445,7 +444,7 @@ def test_the_hash_gives_the_same_codes_block_by_block(monkeypatch):
     rng = np.random.default_rng(15)
     keys = rng.integers(0, 5000, 20_000).astype(np.uint64) * np.uint64(7919)
     whole = hash_codes(keys, 14)
-    monkeypatch.setattr("labelgate.core.strings.BLOCK", 999)  # 21 blocks, the last one short
+    monkeypatch.setattr("labelgate.core.keycodes.BLOCK", 999)  # 21 blocks, the last one short
     blocks = hash_codes(keys, 14)
     codes, first = first_appearance(keys.tolist())
     for got, rows in (whole, blocks):
