@@ -528,8 +528,8 @@ def test_an_alignment_of_every_item_is_the_whole_axis_by_identity():
     """Pools whose every item is rated in both align on the Ratings' own read-only item axis (recognised without a
     pass over the codes); the cached category totals and rated-item counts equal their definitions."""
     from labelgate.core.align import align_items
+    from labelgate.metrics._cross_disagreement import build_cross_kappa
     from labelgate.metrics._items import category_totals, is_whole_axis
-    from labelgate.metrics.cross import build_cross_kappa
 
     data = _every_item_pairable(23)
     n = len(data["label"])
@@ -619,8 +619,8 @@ def test_statistics_kept_for_a_pair_give_the_fresh_numbers_and_never_travel():
 def test_the_panel_on_the_whole_item_axis_equals_the_gathered_computation(level):
     """Views on every item skip the gathers and masked copies; on a permuted axis every number is the same."""
     from labelgate.metrics._blocks import column_sums
+    from labelgate.metrics._cross_disagreement import build_cross_kappa
     from labelgate.metrics.alpha import build_alpha
-    from labelgate.metrics.cross import build_cross_kappa
 
     data = _every_item_pairable(22)
     x = lg.Ratings.from_long(data, level=level)
@@ -657,8 +657,8 @@ def test_the_six_spa_weightings_share_their_sums_and_equal_a_fresh_computation()
 def test_nominal_alpha_and_kappa_x_point_totals_are_the_exact_sums_of_their_blocks(seed):
     """Nominal α's and κx's point estimates read integer sums, not the float tables: the same numbers, exactly."""
     from labelgate.metrics._blocks import column_sums
+    from labelgate.metrics._cross_disagreement import build_cross_kappa
     from labelgate.metrics.alpha import build_alpha
-    from labelgate.metrics.cross import build_cross_kappa
 
     rng = np.random.default_rng(seed)
     n = 4000  # 1-5 ratings per item: single-rated items, hence the masked table in the blocks
