@@ -22,11 +22,10 @@ from labelgate.core.align import align_items, on_one_index
 from labelgate.core.build import _any_repeated_pair
 from labelgate.core.column import Column, EncodedColumn
 from labelgate.core.columns import factorize, factorize_objects, take_values
+from labelgate.core.keycodes import HEAD, hash_codes
 from labelgate.core.strings import (
-    HEAD,
     JOIN_BLOCK,
     fixed_width_codes,
-    hash_codes,
     object_string_codes,
     stacked_codes,
     window_keys,
@@ -445,7 +444,7 @@ def test_the_hash_gives_the_same_codes_block_by_block(monkeypatch):
     rng = np.random.default_rng(15)
     keys = rng.integers(0, 5000, 20_000).astype(np.uint64) * np.uint64(7919)
     whole = hash_codes(keys, 14)
-    monkeypatch.setattr("labelgate.core.strings.BLOCK", 999)  # 21 blocks, the last one short
+    monkeypatch.setattr("labelgate.core.keycodes.BLOCK", 999)  # 21 blocks, the last one short
     blocks = hash_codes(keys, 14)
     codes, first = first_appearance(keys.tolist())
     for got, rows in (whole, blocks):
@@ -529,8 +528,8 @@ def test_an_alignment_of_every_item_is_the_whole_axis_by_identity():
     """Pools whose every item is rated in both align on the Ratings' own read-only item axis (recognised without a
     pass over the codes); the cached category totals and rated-item counts equal their definitions."""
     from labelgate.core.align import align_items
+    from labelgate.metrics._cross_disagreement import build_cross_kappa
     from labelgate.metrics._items import category_totals, is_whole_axis
-    from labelgate.metrics.cross import build_cross_kappa
 
     data = _every_item_pairable(23)
     n = len(data["label"])
@@ -620,8 +619,8 @@ def test_statistics_kept_for_a_pair_give_the_fresh_numbers_and_never_travel():
 def test_the_panel_on_the_whole_item_axis_equals_the_gathered_computation(level):
     """Views on every item skip the gathers and masked copies; on a permuted axis every number is the same."""
     from labelgate.metrics._blocks import column_sums
+    from labelgate.metrics._cross_disagreement import build_cross_kappa
     from labelgate.metrics.alpha import build_alpha
-    from labelgate.metrics.cross import build_cross_kappa
 
     data = _every_item_pairable(22)
     x = lg.Ratings.from_long(data, level=level)
@@ -658,8 +657,8 @@ def test_the_six_spa_weightings_share_their_sums_and_equal_a_fresh_computation()
 def test_nominal_alpha_and_kappa_x_point_totals_are_the_exact_sums_of_their_blocks(seed):
     """Nominal α's and κx's point estimates read integer sums, not the float tables: the same numbers, exactly."""
     from labelgate.metrics._blocks import column_sums
+    from labelgate.metrics._cross_disagreement import build_cross_kappa
     from labelgate.metrics.alpha import build_alpha
-    from labelgate.metrics.cross import build_cross_kappa
 
     rng = np.random.default_rng(seed)
     n = 4000  # 1-5 ratings per item: single-rated items, hence the masked table in the blocks

@@ -24,18 +24,11 @@ import pandas as pd
 import pytest
 
 import labelgate as lg
-from labelgate.core import columns, strings
+from labelgate.core import columns, keycodes
 from labelgate.core.columns import _entry_order, factorize
+from labelgate.core.keycodes import codes_of_keys, direct_codes, hash_codes, table_bits
 from labelgate.core.sortcodes import merged_runs, sorted_codes, varying_runs
-from labelgate.core.strings import (
-    codes_of_keys,
-    direct_codes,
-    fixed_width_bytes,
-    fixed_width_keys,
-    hash_codes,
-    packed,
-    table_bits,
-)
+from labelgate.core.strings import fixed_width_bytes, fixed_width_keys, packed
 from tests.core.test_build_routes import (
     assert_every_form_is_the_reference,
     assert_same,
@@ -122,8 +115,8 @@ def test_varying_runs_mark_exactly_the_bits_that_differ():
 @pytest.mark.parametrize("ids", ["fixed", "ascii"])
 @pytest.mark.parametrize("seed", range(5))
 def test_every_input_form_on_the_sort_route_gives_the_reference_ratings(seed, ids, monkeypatch):
-    monkeypatch.setattr(strings, "SORT_BITS", -1)  # every column with more values than the few-values search
-    monkeypatch.setattr(strings, "DIRECT_BITS", -1)  # ... and whatever bits its keys differ in
+    monkeypatch.setattr(keycodes, "SORT_BITS", -1)  # every column with more values than the few-values search
+    monkeypatch.setattr(keycodes, "DIRECT_BITS", -1)  # ... and whatever bits its keys differ in
     assert_every_form_is_the_reference(*random_table(seed, ids=ids))
 
 
@@ -135,9 +128,9 @@ def test_pools_on_the_sort_route_equal_the_hash_route(monkeypatch):
                           "rater_id": [f"w{k:04d}" for k in rng.integers(0, 700, n)],
                           "label": rng.integers(1, 6, n), "pool": rng.choice(["A", "B"], n)}).astype(
                               {"item_id": "str", "rater_id": "str", "pool": "str"})
-    monkeypatch.setattr(strings, "DIRECT_BITS", -1)
+    monkeypatch.setattr(keycodes, "DIRECT_BITS", -1)
     hashed = lg.ratings_by_pool(frame, duplicates="last")
-    monkeypatch.setattr(strings, "SORT_BITS", -1)
+    monkeypatch.setattr(keycodes, "SORT_BITS", -1)
     for data in (frame, pa.Table.from_pandas(frame, preserve_index=False)):
         sorted_ = lg.ratings_by_pool(data, duplicates="last")
         assert list(sorted_) == list(hashed)
@@ -177,8 +170,8 @@ def _dictionary_chunk(values, order):
 @pytest.mark.parametrize("seed", range(4))
 def test_dictionary_chunks_in_any_entry_order_give_the_reference_ratings(order, seed, monkeypatch):
     if seed % 2:
-        monkeypatch.setattr(strings, "SORT_BITS", -1)
-        monkeypatch.setattr(strings, "DIRECT_BITS", -1)
+        monkeypatch.setattr(keycodes, "SORT_BITS", -1)
+        monkeypatch.setattr(keycodes, "DIRECT_BITS", -1)
     items, raters, labels = random_table(seed, ids="ascii")
     cut = [0, len(items) // 3, len(items) // 2, len(items)]  # three chunks, each with its own dictionary
     table = pa.table({
@@ -256,7 +249,7 @@ def _few_bit_key_sets():
 def test_direct_codes_equal_the_hash_on_every_key_shape(block, monkeypatch):
     if block:  # several blocks, a last one shorter: the bit gather's and the slot numbering's
         monkeypatch.setattr("labelgate.core.sortcodes.BLOCK", block)
-        monkeypatch.setattr("labelgate.core.strings.BLOCK", block)
+        monkeypatch.setattr("labelgate.core.keycodes.BLOCK", block)
     for name, keys in _few_bit_key_sets():
         runs = varying_runs(keys)
         assert sum(length for _, length in runs) <= 24, name
@@ -268,13 +261,13 @@ def test_direct_codes_equal_the_hash_on_every_key_shape(block, monkeypatch):
 
 def test_the_direct_route_is_taken_exactly_when_its_table_is_small(monkeypatch):
     taken = []
-    real = strings.direct_codes
+    real = keycodes.direct_codes
 
     def spy(keys, runs):
         taken.append(sum(length for _, length in runs))
         return real(keys, runs)
 
-    monkeypatch.setattr(strings, "direct_codes", spy)
+    monkeypatch.setattr(keycodes, "direct_codes", spy)
     rng = np.random.default_rng(19)
     raters = _digit_keys(rng, 20_000, 900, width=4)  # 4 digits: 16 varying bits, the free table of 2**16 slots
     wider = _digit_keys(rng, 20_000, 900, width=5)  # 20 bits: 2**20 slots for 20,000 rows, too large
@@ -288,10 +281,10 @@ def test_the_direct_route_is_taken_exactly_when_its_table_is_small(monkeypatch):
         assert np.array_equal(codes, expected[0]) and np.array_equal(first, expected[1])
         assert bool(taken) == direct
         if direct:  # 2**bits slots for 20,000 rows: within the free table of 2**16 or the rows
-            assert 1 << taken[0] <= max(keys.size, 1 << strings.DIRECT_FREE_BITS)
+            assert 1 << taken[0] <= max(keys.size, 1 << keycodes.DIRECT_FREE_BITS)
     few_rows = np.asarray([0, 1 << 20, 1 << 40, 3 << 40], dtype=np.uint64)[rng.integers(0, 4, 100)]
     assert np.unique(few_rows).size == 4
-    monkeypatch.setattr(strings, "FEW_VALUES", 1)  # not the few-values search: 3 bits, a table of 8 slots
+    monkeypatch.setattr(keycodes, "FEW_VALUES", 1)  # not the few-values search: 3 bits, a table of 8 slots
     taken.clear()
     codes_of_keys(few_rows)
     assert taken == [3]
@@ -302,12 +295,12 @@ def test_the_direct_route_is_taken_exactly_when_its_table_is_small(monkeypatch):
 @pytest.mark.parametrize("ids", ["fixed", "ascii"])
 @pytest.mark.parametrize("seed", range(3))
 def test_every_input_form_on_the_direct_or_hash_route_gives_the_reference_ratings(route, seed, ids, monkeypatch):
-    monkeypatch.setattr(strings, "SORT_BITS", 99)  # never the sort
+    monkeypatch.setattr(keycodes, "SORT_BITS", 99)  # never the sort
     if route == "direct":  # every column that differs in up to 22 bits: a table of up to 2**22 slots
-        monkeypatch.setattr(strings, "DIRECT_BITS", 22)
-        monkeypatch.setattr(strings, "DIRECT_FREE_BITS", 22)
+        monkeypatch.setattr(keycodes, "DIRECT_BITS", 22)
+        monkeypatch.setattr(keycodes, "DIRECT_FREE_BITS", 22)
     else:
-        monkeypatch.setattr(strings, "DIRECT_BITS", -1)
+        monkeypatch.setattr(keycodes, "DIRECT_BITS", -1)
     assert_every_form_is_the_reference(*random_table(seed, ids=ids))
 
 

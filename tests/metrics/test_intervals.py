@@ -15,20 +15,12 @@ import pytest
 import labelgate as lg
 from labelgate.core.estimate import DEFAULT_CI_METHOD, INTERVAL_METHODS, resolve_ci_method
 from labelgate.metrics import _linear
-from labelgate.metrics._engine import (
-    ItemStatistic,
-    bca_interval,
-    bootstrap,
-    combine,
-    evaluate,
-    interval_of,
-    jackknife_acceleration,
-    jackknife_components,
-    percentile_interval,
-)
+from labelgate.metrics._cross_disagreement import build_cross_kappa
+from labelgate.metrics._engine import ItemStatistic, bootstrap, combine, evaluate, jackknife_components
+from labelgate.metrics._intervals import bca_interval, interval_of, jackknife_acceleration, percentile_interval
 from labelgate.metrics.agreement import build_conger_kappa
 from labelgate.metrics.alpha import build_alpha
-from labelgate.metrics.cross import build_cross_kappa, irr_comparison, prepare_pair
+from labelgate.metrics.cross import irr_comparison, prepare_pair
 
 PHI = NormalDist()
 

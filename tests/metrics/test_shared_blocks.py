@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import labelgate as lg
+from labelgate.metrics._cross_disagreement import moment_cross_observed
 from labelgate.metrics._items import agreement_from_counts
 from labelgate.metrics.alpha import interval_within
-from labelgate.metrics.cross import moment_cross_observed
 from labelgate.metrics.spa import spa_from_sums
 
 

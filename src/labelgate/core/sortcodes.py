@@ -105,7 +105,7 @@ def gather_bits(keys: KeyArray, runs: list[tuple[int, int]], out: npt.NDArray[np
 
 def sorted_codes(keys: KeyArray, *, overwrite: bool = False, runs: list[tuple[int, int]] | None = None,
                  ) -> tuple[npt.NDArray[np.signedinteger[Any]], IntArray] | None:
-    """``(codes, first)`` of packed keys, as :func:`labelgate.core.strings.hash_codes` returns them (codes in
+    """``(codes, first)`` of packed keys, as :func:`labelgate.core.keycodes.hash_codes` returns them (codes in
     order of first appearance, int64, in the memory of the sorted words; ``first[c]`` the first row of code ``c``),
     by one sort.
 

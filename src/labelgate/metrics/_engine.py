@@ -18,7 +18,8 @@ incremental monitoring and partitioned (Dask) computation, and the
 leave-one-item-out sums of the jackknife are the column sums minus one row:
 the BCa interval's acceleration costs one ``finalize`` per item, no product. The delta-method interval
 (:mod:`labelgate.metrics._linear`) needs no resampling: the gradient of ``finalize`` at the column sums and one
-matrix-vector product per block give every item's influence.
+matrix-vector product per block give every item's influence. The intervals are formed from the replicates, the
+leave-one-item-out values or the linearised standard error by :mod:`labelgate.metrics._intervals`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,6 +51,7 @@ from labelgate.metrics._blocks import (
     vanishes,
     weighted_sums,
 )
+from labelgate.metrics._intervals import interval_of
 from labelgate.metrics._linear import linearized_se, normal_interval
 from labelgate.metrics._resamples import make_rng, resamples
 from labelgate.metrics.variance_analytic import Analytic, bootstrap_se
@@ -278,7 +279,7 @@ def _linearized(stat: ItemStatistic, keys: tuple[str, ...], value_index: int | N
 def _bootstrap_intervals(stat: ItemStatistic, points: dict[str, float], level: float, method: str, n_boot: int,
                          seed: Any, value_index: int | None, spreads: dict[str, float], why: str | None,
                          ) -> tuple[Intervals, str | None, str | None, int, float]:
-    """Bootstrap intervals of the value and the components from one set of resamples (:func:`interval_of`).
+    """Bootstrap intervals of the value and the components from one set of resamples (:func:`.interval_of`).
 
     Returns the intervals, the method of the value's interval, its fallback note, its undefined resamples and the
     standard deviation of the value's finite replicates (the bootstrap standard error).
@@ -327,146 +328,6 @@ def _replicates(stat: ItemStatistic, n_boot: int, seed: Any, keys: Sequence[str]
         for k in keys:
             out[k].append(np.asarray(parts[k], dtype=np.float64))
     return {k: np.concatenate(v, axis=0) for k, v in out.items()}, after()
-
-
-def percentile_interval(replicates: np.ndarray, level: float) -> tuple[tuple[float, float] | None, int]:
-    """Percentile interval over the finite replicates, and how many were undefined."""
-    finite = replicates[np.isfinite(replicates)]
-    n_failed = int(replicates.size - finite.size)
-    if finite.size < 2:
-        return None, n_failed
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(finite, [alpha, 1.0 - alpha])
-    return (float(low), float(high)), n_failed
-
-
-_NORMAL = NormalDist()
-
-
-def interval_of(replicates: np.ndarray, point: float, level: float, method: str,
-                jackknife: np.ndarray | None = None, n_axis: int | None = None, se: float | None = None,
-                se_missing: str | None = None) -> tuple[tuple[float, float] | None, int, str | None, str | None]:
-    """The interval of ``method``: delta (from ``se``), BCa (replicates and leave-one-item-out values) or percentile.
-
-    Returns ``(interval, n_undefined_replicates, method_used, note)``. The fallbacks, with ``note`` saying why: a
-    delta interval without a finite linearised standard error ``se`` (``se_missing``: why it was not computed)
-    falls back to BCa; a BCa interval that cannot be formed (see :func:`bca_interval`) to the percentile interval
-    of the same replicates. ``"auto"`` is BCa here (:func:`labelgate.core.estimate.resolve_ci_method`: it stands
-    for another method only on metrics computed through :func:`evaluate`).
-    """
-    if method == "delta":
-        delta = None if se is None else normal_interval(point, se, level)
-        if delta is not None:
-            return delta, 0, "delta", None
-        interval, n_failed, used, then = interval_of(replicates, point, level, "bca", jackknife, n_axis)
-        reason = se_missing or "the value is not differentiable at the data: a value next to it is undefined"
-        said = f"delta interval undefined ({reason}); {then or 'BCa interval given'}" if interval else None
-        return interval, n_failed, used, said
-    if method in ("bca", "auto") and jackknife is not None:
-        interval, n_failed, why = bca_interval(replicates, point, jackknife, level, n_axis)
-        if interval is not None:
-            return interval, n_failed, "bca", None
-        percentile, n_failed = percentile_interval(replicates, level)
-        note = f"BCa interval undefined ({why}); percentile interval given" if percentile else None
-        return percentile, n_failed, "percentile" if percentile else None, note
-    percentile, n_failed = percentile_interval(replicates, level)
-    return percentile, n_failed, "percentile" if percentile else None, None
-
-
-def bca_interval(replicates: np.ndarray, point: float, jackknife: np.ndarray, level: float,
-                 n_axis: int | None = None) -> tuple[tuple[float, float] | None, int, str | None]:
-    r"""Bias-corrected and accelerated (BCa) interval over the finite bootstrap replicates.
-
-    With :math:`\hat\theta` the point value, :math:`\hat\theta^*_b` the ``B`` finite replicates,
-    :math:`\Phi` the standard normal distribution function and :math:`z_{\beta} = \Phi^{-1}(\beta)`,
-
-    .. math::
-
-        z_0 = \Phi^{-1}\Big(\frac{\#\{\hat\theta^*_b < \hat\theta\}
-              + \tfrac12 \#\{\hat\theta^*_b = \hat\theta\}}{B}\Big), \qquad
-        \beta_{1,2} = \Phi\Big(z_0 + \frac{z_0 + z_{\beta}}{1 - a (z_0 + z_{\beta})}\Big),
-        \quad \beta = \tfrac{1 \mp \mathrm{level}}{2},
-
-    and the interval is the :math:`\beta_1`, :math:`\beta_2` quantiles of the replicates (as
-    :func:`percentile_interval` takes its :math:`\tfrac{1 \mp \mathrm{level}}{2}` quantiles: with
-    :math:`z_0 = a = 0` the two coincide). The acceleration :math:`a` is from the jackknife over items
-    (:func:`jackknife_acceleration`). Ties count one half in :math:`z_0`, so a bootstrap distribution that is
-    a point mass at :math:`\hat\theta` (e.g. perfect agreement) has :math:`z_0 = 0`.
-
-    Parameters
-    ----------
-    replicates : ndarray, shape (B,)
-        Bootstrap replicates; NaN ones (undefined on their resample) are left out and counted.
-    point : float
-        The estimate on the data.
-    jackknife : ndarray
-        Leave-one-item-out values (all items, or a random sample of them: see ``n_axis``).
-    level : float
-        Confidence level, e.g. 0.95.
-    n_axis : int, optional
-        Items on the resampled axis, when ``jackknife`` holds a sample of them.
-
-    Returns
-    -------
-    interval : tuple of float or None
-        None when BCa is undefined: fewer than 2 finite replicates, every replicate on one side of the
-        estimate (:math:`z_0 = \pm\infty`), an undefined acceleration, or :math:`1 - a(z_0 + z_\beta) \le 0`.
-    n_undefined : int
-        Replicates left out.
-    why : str or None
-        Why the interval is undefined.
-
-    References
-    ----------
-    B. Efron, "Better bootstrap confidence intervals", *JASA* 82 (1987) 171-185.
-    T. J. DiCiccio and B. Efron, "Bootstrap confidence intervals", *Statistical Science* 11 (1996) 189-228.
-    """
-    finite = replicates[np.isfinite(replicates)]
-    n_failed = int(replicates.size - finite.size)
-    if finite.size < 2:
-        return None, n_failed, "fewer than 2 resamples have a value"
-    share = (np.count_nonzero(finite < point) + 0.5 * np.count_nonzero(finite == point)) / finite.size
-    if share <= 0.0 or share >= 1.0:
-        return None, n_failed, "every resample lies on one side of the estimate"
-    accel = jackknife_acceleration(jackknife, n_axis)
-    if not np.isfinite(accel):
-        return None, n_failed, "fewer than 3 leave-one-item-out values are defined"
-    z0 = _NORMAL.inv_cdf(share)
-    betas = []
-    for beta in ((1.0 - level) / 2.0, (1.0 + level) / 2.0):
-        shifted = z0 + _NORMAL.inv_cdf(beta)
-        room = 1.0 - accel * shifted
-        if room <= 0.0:
-            return None, n_failed, f"the acceleration {accel:.3g} is too large for the level"
-        betas.append(_NORMAL.cdf(z0 + shifted / room))
-    low, high = np.quantile(finite, betas)
-    return (float(low), float(high)), n_failed, None
-
-
-def jackknife_acceleration(leave_one_out: np.ndarray, n_axis: int | None = None) -> float:
-    r"""BCa acceleration from leave-one-item-out values (Efron 1987, eq. 6.6; DiCiccio & Efron 1996, eq. 6.7).
-
-    .. math::
-
-        a = \frac{\sum_i (\bar\theta_{(\cdot)} - \hat\theta_{(i)})^3}
-                  {6 \big[\sum_i (\bar\theta_{(\cdot)} - \hat\theta_{(i)})^2\big]^{3/2}}
-
-    over the finite values :math:`\hat\theta_{(i)}` (an item whose removal leaves the statistic undefined
-    is left out). When they are a random sample of ``m`` of the ``n_axis`` items, both sums are scaled by
-    ``n_axis / m``, i.e. :math:`a` by :math:`\sqrt{m / n_{axis}}`. Equal values (no spread relative to
-    their size, e.g. perfect agreement) give ``a = 0``; fewer than 3 finite values give NaN.
-    """
-    theta = np.asarray(leave_one_out, dtype=np.float64)
-    theta = theta[np.isfinite(theta)]
-    if theta.size < 3:
-        return float("nan")
-    u = theta.mean() - theta
-    if vanishes(np.max(np.abs(u)), np.max(np.abs(theta))):
-        return 0.0
-    accel = float(np.sum(u**3) / (6.0 * np.sum(u**2) ** 1.5))
-    if n_axis is not None and n_axis > leave_one_out.size:
-        accel *= float(np.sqrt(leave_one_out.size / n_axis))
-    return accel
 
 
 def jackknife_components(stat: ItemStatistic, *, keys: Sequence[str] = ("value",), rng: Any = None,
@@ -527,8 +388,3 @@ def one_minus_ratio(d_o: np.ndarray, d_e: np.ndarray, scale: np.ndarray | None =
     if scale is not None:
         d_e = np.where(vanishes(d_e, scale), 0.0, d_e)
     return 1.0 - safe_ratio(d_o, d_e)
-
-
-def level_of(ci: float | None, interval: Any) -> float | None:
-    """The Estimate's ``ci_level``: the level when an interval was computed."""
-    return float(ci) if interval and ci is not None else None

@@ -50,7 +50,7 @@ from scipy.special import expit
 from labelgate.core.estimate import Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason
-from labelgate.metrics._engine import level_of, percentile_interval
+from labelgate.metrics._intervals import level_of, percentile_interval
 
 LATENT_RESIDUAL = math.pi**2 / 3
 # Dense Schur complement up to this many effects on the smaller side.

@@ -48,10 +48,10 @@ from labelgate.metrics._engine import (
     bootstrap,
     check_bootstrap_args,
     evaluate,
-    interval_of,
     jackknife_components,
     safe_ratio,
 )
+from labelgate.metrics._intervals import interval_of
 from labelgate.metrics._items import (
     Marginals,
     excluded_single,

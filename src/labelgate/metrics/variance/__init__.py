@@ -65,8 +65,8 @@ Modules (each imports only the ones above it; this package re-exports their publ
 * ``shares`` — :func:`item_icc` and :func:`labeler_icc` (observed scale here, latent scale in ``_logit``).
 """
 
-# level_of is the engine's; re-exported because metrics.icc, .phi and .xcc import it from here
-from labelgate.metrics._engine import level_of
+# level_of is metrics._intervals'; re-exported because metrics.icc, .phi and .xcc import it from here
+from labelgate.metrics._intervals import level_of
 from labelgate.metrics.variance.bootstrap import (
     CHUNK_CELLS,
     RESAMPLE,

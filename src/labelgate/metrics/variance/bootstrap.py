@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 
 from labelgate.errors import check_option
-from labelgate.metrics._engine import percentile_interval
+from labelgate.metrics._intervals import percentile_interval
 from labelgate.metrics._resamples import resample_counts
 from labelgate.metrics.variance.moments import Arrays
 

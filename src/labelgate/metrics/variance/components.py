@@ -9,7 +9,8 @@ from typing import Any
 from labelgate.core.estimate import DEFAULT_N_BOOT
 from labelgate.core.ratings import Ratings
 from labelgate.errors import Reason, check_option
-from labelgate.metrics._engine import check_bootstrap_args, level_of
+from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics._intervals import level_of
 from labelgate.metrics.variance.bootstrap import Resample, check_resample, interval_of
 from labelgate.metrics.variance.design import crossed
 from labelgate.metrics.variance.fit import COMPONENTS, ComponentFit

@@ -10,7 +10,8 @@ import numpy as np
 from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
 from labelgate.core.ratings import Ratings
 from labelgate.errors import check_option
-from labelgate.metrics._engine import check_bootstrap_args, level_of
+from labelgate.metrics._engine import check_bootstrap_args
+from labelgate.metrics._intervals import level_of
 from labelgate.metrics.variance.bootstrap import Resample, check_resample, interval_of
 from labelgate.metrics.variance.design import crossed
 from labelgate.metrics.variance.fit import ComponentFit
