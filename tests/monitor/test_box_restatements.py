@@ -51,7 +51,8 @@ def test_a_restated_image_restates_its_boxes_and_no_other(tmp_path: Path, store:
     current = rows.drop(index=one.index[(one["rater_id"].isin(["t0", gone]))]).copy()
     current = current.loc[current["item_id"] != "1#2"]
     current.loc[moved, "x"] += 30.0
-    empty = one.iloc[:1].assign(rater_id="t0", pool="trusted", x=None, y=None, width=None, height=None, label=None)
+    empty = one.iloc[:1].assign(rater_id="t0", pool="trusted", x=float("nan"), y=float("nan"), width=float("nan"),
+                                height=float("nan"), label=None)
     current = pd.concat([current, empty])
     changed = current[current["item_id"].isin(["1", "1#2"])]
     second = monitor.merge([restatement("change", changed, ["1", "1#2"])])

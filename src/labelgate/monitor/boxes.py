@@ -68,12 +68,12 @@ def restated_units(conn: Connection, cfg: MonitorConfig, question: Any, stream: 
     first = appended.groupby(GROUP, sort=False)["delivery_no"].transform("min") == appended["delivery_no"]
     known = pd.MultiIndex.from_frame(appended[GROUP]).isin(pd.MultiIndex.from_frame(stored[GROUP]))
     fresh = (first & ~known).to_numpy(bool)
-    _count_repeats(pd.concat([appended.loc[~fresh], frame.loc[superseded]]),
-                   pd.concat([stored, appended.loc[fresh], frame.loc[stating]], ignore_index=True), delivery_rows,
+    _count_repeats(_stack(appended.loc[~fresh], frame.loc[superseded]),
+                   _stack(stored, appended.loc[fresh], frame.loc[stating]).reset_index(drop=True), delivery_rows,
                    summary)
     # a box's place: its row in the pass's rows (deliveries in order), so that an image's boxes are grouped in the
     # order of one table of the deliveries, crowd rows first (the gate's batch and trusted tables; ties by row order)
-    new = pd.concat([appended.loc[fresh], frame.loc[stating]])
+    new = _stack(appended.loc[fresh], frame.loc[stating])
     new = new.assign(box=new.index.to_numpy(np.int64))
     _delete(conn, sid, restating.index.tolist())
     if len(new):
@@ -88,6 +88,12 @@ def restated_units(conn: Connection, cfg: MonitorConfig, question: Any, stream: 
     markers = pd.DataFrame({"item_id": images, "rater_id": None, "label": None, "ts": 0,
                             "delivery_no": delivery.to_numpy(np.int64), "pool": RESTATED})
     return pd.concat([markers, units], ignore_index=True)
+
+
+def _stack(*parts: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``parts`` in order, index kept; empty parts left out (their columns' types would not count)."""
+    rows = [part for part in parts if len(part)]
+    return pd.concat(rows) if rows else parts[0]
 
 
 def _units(cfg: MonitorConfig, question: Any, boxes: pd.DataFrame) -> pd.DataFrame:
