@@ -53,6 +53,9 @@ def _assert_gates(summary: dict[str, Any], cfg: Any, table: pd.DataFrame, root: 
 def test_a_detection_project_is_monitored_per_object(api: Api, tmp_path: Path,  # noqa: F811
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     frame = drawn.boxes(n_images=12, seed=47)
+    nothing = frame[frame["item_id"] == "img0"].drop_duplicates("rater_id").assign(  # an image nobody drew on
+        item_id="blank", x=float("nan"), y=float("nan"), width=float("nan"), height=float("nan"), label=None)
+    frame = pd.concat([frame, nothing], ignore_index=True)
     pid, trusted, users = _import(api, "boxes", frame, "monitor boxes")
     cfg = monitor_config_from_dict(_config(tmp_path, api, pid, trusted, QUESTION, monkeypatch))
     first = Monitor(cfg).run_pass(send_alerts=False)
@@ -93,8 +96,13 @@ def test_a_detection_project_is_monitored_per_object(api: Api, tmp_path: Path,  
                 & (table["rater_id"].astype(str) == str(cancelled["completed_by"]))).any()  # no judgement
     assert counts(Monitor(cfg).run_pass(send_alerts=False), "objects") == (0, 0, 0)
 
-    # a whole task deleted (no updated_at moves): found by the reconciliation, every unit and box of it removed
+    # whole tasks deleted (no updated_at moves): found by the reconciliation, every unit and box of them removed; one
+    # of them an image nobody drew on (boxes stored, no unit: its raters are found among the stored boxes)
+    blank = next(t["id"] for t in api.call("GET", "/api/tasks", 200, params={"project": pid, "page_size": 1000,
+                                                                              "fields": "all"})["tasks"]
+                 if t["data"]["image"].endswith("/blank.png"))
     api.call("DELETE", f"/api/tasks/{relabelled['task']}", 204)
+    api.call("DELETE", f"/api/tasks/{blank}", 204)
     third = Monitor(cfg).run_pass(send_alerts=False)
     assert counts(third, "objects")[2] > 0
     _assert_gates(third, cfg, _project_boxes(api, pid, trusted), tmp_path)
