@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 import labelgate as lg
 from labelgate.cli.monitor import register
 from labelgate.monitor import Monitor, monitor_config_from_dict
-from labelgate.pipeline.config import ConfigError
 from labelgate.pipeline.units import expand
 
 LABELS = ("car", "person", "bike")
@@ -165,8 +164,8 @@ def test_redelivered_boxes_are_counted_not_merged_and_the_cli_runs(tmp_path: Pat
         close(second["questions"]["objects"]["cumulative"][metric]["value"], expected, metric)
 
 
-def test_boxes_from_a_label_studio_project_are_refused_with_the_reason(tmp_path: Path):
+def test_boxes_from_a_label_studio_project_are_accepted_by_the_configuration(tmp_path: Path):
+    # followed end to end on a real server: tests/services/test_label_studio_monitor_boxes.py
     cfg = config(tmp_path, {"hours": 1})
     cfg["monitor"]["source"] = {"kind": "label_studio", "url_env": "LS_URL", "project": 3, "control": "box"}
-    with pytest.raises(ConfigError, match="not from a Label Studio project"):
-        monitor_config_from_dict(cfg)
+    assert monitor_config_from_dict(cfg).questions[0].kind == "boxes"

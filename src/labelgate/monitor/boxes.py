@@ -10,6 +10,9 @@ objects that no longer exist are removed — the restatement path of :func:`labe
 Label Studio source's texts take. The stream's judgements, its sums and its cumulative values are then those of the
 gate on every box merged so far, exactly.
 
+An image a delivery restates (a Label Studio task read again: every current annotation of it) has exactly that
+delivery's boxes of it: its stored boxes are replaced by them, then it is regrouped the same way.
+
 A rater's boxes of an image arrive together (one group: the rows of a delivery with that image, rater and pool); a
 group already stored, or delivered twice in one pass, is not merged again: its rows count as already merged (the same
 boxes) or conflicting (others), as a re-delivered judgement does.
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 
 from labelgate.monitor.frames import BOX_COLUMNS
@@ -43,38 +46,64 @@ def restated_units(conn: Connection, cfg: MonitorConfig, question: Any, stream: 
     """Store the new box groups of ``frame`` (a question's raw box rows, :func:`labelgate.monitor.frames.
     question_frame`) and return the unit judgements of every image they touch, regrouped from all its stored boxes,
     with a restating marker row per image (pool ``RESTATED``): the frame :func:`labelgate.monitor.merging.merge`
-    merges with ``units=True``. Re-delivered groups are counted (``n_already`` / ``n_conflicts``) and dropped."""
+    merges with ``units=True``. Re-delivered groups are counted (``n_already`` / ``n_conflicts``) and dropped.
+
+    An image a delivery restates (its marker row in ``frame``: a Label Studio task read again) has as its boxes
+    exactly that delivery's rows of it: its stored boxes, every rater's, are replaced by them (none left: a task
+    deleted, or every annotation of it deleted or cancelled), and it is regrouped; its unit judgements are then
+    counted by the merge (unchanged, replaced, removed), not its boxes. Rows of such an image from the pass's other
+    deliveries are counted against its restated boxes and dropped: the restatement states the image."""
     sid = stream.row["stream_id"]
     if frame.empty:
         return frame
     frame = frame.reset_index(drop=True)
-    stored = _load(conn, sid, frame["item_id"].unique().tolist())
-    first = frame.groupby(GROUP, sort=False)["delivery_no"].transform("min") == frame["delivery_no"]
-    known = pd.MultiIndex.from_frame(frame[GROUP]).isin(pd.MultiIndex.from_frame(stored[GROUP]))
+    marker = (frame["pool"] == RESTATED).to_numpy(bool)
+    restating = frame.loc[marker].groupby("item_id")["delivery_no"].max()  # the last delivery restating each image
+    frame = frame.loc[~marker]
+    of_restated = frame["item_id"].map(restating)
+    stating = (of_restated == frame["delivery_no"]).to_numpy(bool)
+    superseded = of_restated.notna().to_numpy(bool) & ~stating
+    appended = frame.loc[~stating & ~superseded]
+    stored = _load(conn, sid, appended["item_id"].unique().tolist())
+    first = appended.groupby(GROUP, sort=False)["delivery_no"].transform("min") == appended["delivery_no"]
+    known = pd.MultiIndex.from_frame(appended[GROUP]).isin(pd.MultiIndex.from_frame(stored[GROUP]))
     fresh = (first & ~known).to_numpy(bool)
-    _count_repeats(frame.loc[~fresh], pd.concat([stored, frame.loc[fresh]], ignore_index=True), delivery_rows,
+    _count_repeats(_stack(appended.loc[~fresh], frame.loc[superseded]),
+                   _stack(stored, appended.loc[fresh], frame.loc[stating]).reset_index(drop=True), delivery_rows,
                    summary)
-    new = frame.loc[fresh].copy()
-    if new.empty:
-        return new
     # a box's place: its row in the pass's rows (deliveries in order), so that an image's boxes are grouped in the
     # order of one table of the deliveries, crowd rows first (the gate's batch and trusted tables; ties by row order)
-    new["box"] = new.index.to_numpy(np.int64)
-    _insert(conn, sid, new)
-    images = new["item_id"].unique().tolist()
-    delivery = new.groupby("item_id")["delivery_no"].max()  # the last delivery that touched each image restates it
-    boxes = _load(conn, sid, images)
-    units = _units(cfg, question, boxes)
+    new = _stack(appended.loc[fresh], frame.loc[stating])
+    new = new.assign(box=new.index.to_numpy(np.int64))
+    _delete(conn, sid, restating.index.tolist())
+    if len(new):
+        _insert(conn, sid, new)
+    # the last delivery that touched each image restates it: its new groups' or the one restating it
+    delivery = pd.concat([new.groupby("item_id")["delivery_no"].max(), restating]).groupby(level=0).max()
+    if delivery.empty:
+        return frame.iloc[:0]
+    images = delivery.index.tolist()
+    units = _units(cfg, question, _load(conn, sid, images))
     units["delivery_no"] = pd.Series(unit_items(units["item_id"]), index=units.index).map(delivery).astype(np.int64)
     markers = pd.DataFrame({"item_id": images, "rater_id": None, "label": None, "ts": 0,
-                            "delivery_no": delivery.reindex(images).to_numpy(np.int64), "pool": RESTATED})
+                            "delivery_no": delivery.to_numpy(np.int64), "pool": RESTATED})
     return pd.concat([markers, units], ignore_index=True)
+
+
+def _stack(*parts: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``parts`` in order, index kept; empty parts left out (their columns' types would not count)."""
+    rows = [part for part in parts if len(part)]
+    return pd.concat(rows) if rows else parts[0]
 
 
 def _units(cfg: MonitorConfig, question: Any, boxes: pd.DataFrame) -> pd.DataFrame:
     """The unit judgements of the images of ``boxes`` (all their boxes), in the monitor's canonical columns."""
     cols, pools = cfg.columns, cfg.pools
     assert question.boxes is not None
+    if boxes.empty:  # every image restated without a box left: no unit
+        return pd.DataFrame({"item_id": pd.Series(dtype=object), "rater_id": pd.Series(dtype=object),
+                             "label": pd.Series(dtype=object), "ts": pd.Series(dtype=np.int64),
+                             "pool": pd.Series(dtype=np.int64)})
     time = cols.timestamp or _TS
     grouped = cfg.model_copy(update={"columns": cols.model_copy(update={"timestamp": time, "question": None})})
     rows = pd.DataFrame({cols.item: boxes["item_id"], cols.rater: boxes["rater_id"],
@@ -136,6 +165,13 @@ def _plain(value: Any) -> Any:
     value = value.item() if isinstance(value, np.generic) else value
     json.dumps(value)  # a label JSON cannot hold is an error here, not in the store
     return value
+
+
+def _delete(conn: Connection, sid: int, images: list[str]) -> None:
+    """Remove every stored box of some images (restated: their boxes are stated again), in chunks of ids."""
+    b = boxes_table
+    for start in range(0, len(images), CHUNK):
+        conn.execute(delete(b).where(b.c.stream_id == sid, b.c.item_id.in_(images[start : start + CHUNK])))
 
 
 def _load(conn: Connection, sid: int, images: list[str]) -> pd.DataFrame:

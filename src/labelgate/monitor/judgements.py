@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from labelgate.monitor import windows
 from labelgate.monitor.touched import CROWD
 from labelgate.pipeline.config import Window
-from labelgate.pipeline.tables import judgements_table, streams_table
+from labelgate.pipeline.tables import boxes_table, judgements_table, streams_table
 from labelgate.pipeline.units import UNIT_SEP, unit_items
 
 CHUNK = 500  # ids per IN (...) query
@@ -118,18 +118,21 @@ def delete_keys(conn: Connection, sid: int, keys: pd.DataFrame) -> None:
 
 
 def item_raters(conn: Connection, monitor: str) -> dict[str, set[str]]:
-    """The raters (both pools) of every item with a stored judgement in any of the monitor's streams.
+    """The raters (both pools) of every item with a stored judgement or box in any of the monitor's streams (an image
+    whose raters all drew nothing has boxes but no unit judgement).
 
-    Cost: one pass over the monitor's judgements (the reconciliation with a source that does not list deletions).
+    Cost: one pass over the monitor's judgements and boxes (the reconciliation with a source that does not list
+    deletions).
     """
-    j, s = judgements_table, streams_table
-    query = (
-        select(j.c.item_id, j.c.rater_id)
-        .join_from(j, s, s.c.stream_id == j.c.stream_id)
-        .where(s.c.monitor == monitor)
-        .distinct()
-    )
+    s = streams_table
     out: dict[str, set[str]] = {}
-    for item, rater in conn.execute(query):
-        out.setdefault(item, set()).add(rater)
+    for table in (judgements_table, boxes_table):
+        query = (
+            select(table.c.item_id, table.c.rater_id)
+            .join_from(table, s, s.c.stream_id == table.c.stream_id)
+            .where(s.c.monitor == monitor)
+            .distinct()
+        )
+        for item, rater in conn.execute(query):
+            out.setdefault(item, set()).add(rater)
     return out

@@ -228,12 +228,6 @@ class MonitorConfig(GateConfig):
     @model_validator(mode="after")
     def _monitorable(self) -> MonitorConfig:
         for index, question in enumerate(self.questions):
-            if question.kind == "boxes" and self.monitor.source.kind == "label_studio":
-                raise ValueError(
-                    f"questions[{index}] ({question.name!r}) is 'kind: boxes': the monitor follows boxes from files, "
-                    "Parquet or SQL, not from a Label Studio project (its restated tasks would have to restate the "
-                    "stored boxes they regroup); gate the project's batches with `labelgate gate` instead"
-                )
             self._weighable(index, question)
             if question.level == "ordinal" and not question.categories:
                 raise ValueError(

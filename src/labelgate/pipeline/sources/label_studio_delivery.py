@@ -13,8 +13,9 @@ whose stored raters are not all among its annotators any more (or that is gone) 
 name tasks to restate (:class:`Hints`).
 
 Judgements: item = task id, rater = annotator id, label = the control's value (one column per control the monitor's
-questions read, all controls read in one pass over the tasks), pool = the source's ``trusted`` rule; one judgement per
-(task, annotator, pool): when an annotator has several annotations of one task, the most recently updated one counts.
+questions read, all controls read in one pass over the tasks; a span or box question's control read on its own, one
+row per region), pool = the source's ``trusted`` rule; one judgement (or one annotation's regions) per (task,
+annotator, pool): when an annotator has several annotations of one task, the most recently updated one counts.
 The judgement's time is the annotation's ``updated_at`` (column ``columns.timestamp``, when set). The annotations are
 read with :func:`labelgate.pipeline.sources.label_studio.iter_annotations` (one page of tasks at a time). Each
 question is checked against the project's labeling config at every pass (its level one the control supports, stated
@@ -201,23 +202,29 @@ class ProjectReader:
         """The current judgements of ``tasks`` in the monitor's columns: item, rater, pool, time, a label per
         control; one per (task, annotator, pool), the latest updated.
 
-        A ``kind: spans`` question reads its ``Labels`` control on its own (a region control is never read in a list)
-        and keeps every span of the latest annotation of each (task, annotator, pool) — one row per span, one row
-        without offsets for an annotation that marked nothing — with its offsets and its text's length in the
-        question's ``spans`` columns; the monitor expands them into units as the gate does. With span questions the
-        table is long (each row one question's, named in ``columns.question`` when there are several questions).
+        A ``kind: spans`` / ``kind: boxes`` question reads its ``Labels`` / ``RectangleLabels`` control on its own (a
+        region control is never read in a list) and keeps every region of the latest annotation of each (task,
+        annotator, pool) — one row per span or box, one row without offsets or coordinates for an annotation that
+        marked nothing — with its offsets and its text's length, or its percent coordinates, in the question's
+        ``spans`` / ``boxes`` columns, in the order the reader gives them (that of ``lg.read_label_studio``: an
+        image's objects are grouped with ties broken by row order); the monitor expands spans into units and regroups
+        an image's boxes as the gate does. With region questions the table is long (each row one question's, named in
+        ``columns.question`` when there are several questions).
         """
-        spans = [q for q in self.cfg.questions if q.kind == "spans"]
-        if not spans:
+        regions = [q for q in self.cfg.questions if q.kind != "labels"]
+        if not regions:
             return self._wide(tasks)
         cols = self.cfg.columns
         parts = []
         for question in self.cfg.questions:
             column = self.cfg.label_column(question)
-            long = self._latest(self._read(tasks, self.controls[column]), regions=question.kind == "spans")
+            long = self._latest(self._read(tasks, self.controls[column]), regions=question.kind != "labels")
             if question.spans is not None:
                 long = long.rename(columns={"start": question.spans.start, "end": question.spans.end,
                                             "length": question.spans.length})
+            if question.boxes is not None:
+                long = long.rename(columns={"x": question.boxes.x, "y": question.boxes.y,
+                                            "width": question.boxes.width, "height": question.boxes.height})
             long = long.rename(columns={cols.label: column})
             if cols.question:
                 long[cols.question] = question_value(self.cfg, question)
@@ -242,7 +249,8 @@ class ProjectReader:
 
     def _latest(self, long: pd.DataFrame, *, regions: bool = False) -> pd.DataFrame:
         """The rows of the latest updated annotation of each (task, annotator, pool), pools named as configured;
-        ``_t`` its time in microseconds. One row per key, or every region row of that annotation (``regions``)."""
+        ``_t`` its time in microseconds. One row per key, or every region row of that annotation (``regions``, in the
+        order read)."""
         cols, pools = self.cfg.columns, self.cfg.pools
         key = [cols.item, cols.rater, cols.pool]
         long = long.copy()
@@ -254,10 +262,10 @@ class ProjectReader:
         if not regions:
             return last
         chosen = long[key].merge(last[[*key, "annotation_id"]], on=key, how="left")["annotation_id"]
-        return long.loc[(long["annotation_id"].to_numpy() == chosen.to_numpy())]
+        return long.loc[(long["annotation_id"].to_numpy() == chosen.to_numpy())].sort_index(kind="stable")
 
     def _wide(self, tasks: list[int]) -> pd.DataFrame:
-        """:meth:`_judgements` of questions without spans: every control in one pass over the tasks, one row per
+        """:meth:`_judgements` of questions without regions: every control in one pass over the tasks, one row per
         (task, annotator, pool) with a column per control."""
         cols = self.cfg.columns
         key = [cols.item, cols.rater, cols.pool]

@@ -273,7 +273,7 @@ def _specs(xml: str, wanted: list[str], what: str) -> list[Control]:
     if regions and len(specs) > 1:
         raise InputError(f"The controls {regions} of {what} hold regions (spans or boxes, one row per region): read "
                          "each in a source of its own, not in a list of controls (a gate's batch: 'control: "
-                         f"{regions[0]}'); the monitor does not follow them from Label Studio.",
+                         f"{regions[0]}'; the monitor reads each question's region control on its own).",
                          Reason.INVALID_PARAMETER, project=what, control=regions[0])
     return specs
 
