@@ -562,7 +562,30 @@ class Ratings(SufficientStatistics):
                 f"n_ratings={self.n_ratings}, categories={list(self.categories)[:10]})")
 
 
-class AggregatedRatings(Ratings):
+class JudgementsOnRead:
+    """Per-judgement codes of ratings held in another form (aggregated rows, spans): ``_expanded`` makes them when a
+    metric first reads single judgements, and they are kept; a metric that reads only counts never makes them."""
+
+    _expanded: tuple[IntArray, IntArray, IntArray]
+
+    @property
+    def item_codes(self) -> IntArray:
+        """Item code of each judgement (expanded on first read)."""
+        return self._expanded[0]
+
+    @property
+    def rater_codes(self) -> IntArray:
+        """Rater code of each judgement (expanded on first read; for aggregated rows, the rating's position on its
+        item, a placeholder)."""
+        return self._expanded[1]
+
+    @property
+    def value_codes(self) -> IntArray:
+        """Category code of each judgement (expanded on first read)."""
+        return self._expanded[2]
+
+
+class AggregatedRatings(JudgementsOnRead, Ratings):  # type: ignore[override]  # codes made on first read
     """A :class:`Ratings` whose judgements are aggregated rows ``(item, category, count)``
     (:meth:`Ratings.from_aggregates`; :mod:`labelgate.core.aggregated` computes from them).
 
@@ -628,21 +651,6 @@ class AggregatedRatings(Ratings):
                               "counts are percent_agreement, bennett_s, fleiss_kappa / scott_pi, gwet_ac and "
                               "krippendorff_alpha.", Reason.INCOMPATIBLE_RATINGS)
         return expand_rows(self.row_items, self.row_categories, self.row_counts, self.ratings_per_item)
-
-    @property
-    def item_codes(self) -> IntArray:  # type: ignore[override]
-        """Item code of each judgement (expanded from the rows on first use)."""
-        return self._expanded[0]
-
-    @property
-    def rater_codes(self) -> IntArray:  # type: ignore[override]
-        """Placeholder rater (the rating's position on its item) of each judgement (expanded on first use)."""
-        return self._expanded[1]
-
-    @property
-    def value_codes(self) -> IntArray:  # type: ignore[override]
-        """Category code of each judgement (expanded from the rows on first use)."""
-        return self._expanded[2]
 
     def on_item_index(self, new_codes: IntArray, item_labels: np.ndarray) -> Ratings:
         """The same rows on another item index: item code ``k`` becomes ``new_codes[k]`` (still aggregated)."""

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from labelgate.core.cached import cached_statistic
 from labelgate.core.index import LabelIndex
-from labelgate.core.ratings import IntArray, Ratings
+from labelgate.core.ratings import IntArray, JudgementsOnRead, Ratings
 from labelgate.core.statistics import MAX_COUNT_CELLS
 from labelgate.errors import InputError, Reason
 
@@ -222,7 +222,7 @@ def _covered_ranges(plan: UnitPlan) -> tuple[IntArray, IntArray, IntArray, IntAr
     return plan.span_pair[heads], plan.first[heads], stop, plan.code[heads] + 1
 
 
-class SpanUnitRatings(Ratings):
+class SpanUnitRatings(JudgementsOnRead, Ratings):  # type: ignore[override]  # codes made on first read
     """Categorical unit judgements of a span table (level ``"nominal"``): a :class:`Ratings` whose item x category,
     rater x category and category counts come from the spans (:func:`item_unit_counts`, :func:`rater_unit_counts`)
     and whose per-judgement codes are expanded on first read (:meth:`UnitPlan.judgements`); each is made when
@@ -278,18 +278,3 @@ class SpanUnitRatings(Ratings):
     def expanded(self) -> bool:
         """Whether a metric has read single judgements (the per-judgement codes exist)."""
         return "_expanded" in self.__dict__
-
-    @property
-    def item_codes(self) -> IntArray:  # type: ignore[override]
-        """Item (unit) code of each judgement (expanded on first read)."""
-        return self._expanded[0]
-
-    @property
-    def rater_codes(self) -> IntArray:  # type: ignore[override]
-        """Rater code of each judgement (expanded on first read)."""
-        return self._expanded[1]
-
-    @property
-    def value_codes(self) -> IntArray:  # type: ignore[override]
-        """Category code of each judgement, 0 for "O" (expanded on first read)."""
-        return self._expanded[2]
