@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.estimate import DEFAULT_N_BOOT, DeferredSE, Estimate
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason
 from labelgate.metrics._engine import check_bootstrap_args
@@ -36,7 +36,13 @@ from labelgate.metrics.variance import (
     solve_components,
     weighted_item_moments,
 )
-from labelgate.metrics.variance_analytic import bootstrap_se
+from labelgate.metrics.variance_analytic import (
+    BOOTSTRAP_NEEDS_JUDGEMENTS,
+    bootstrap_se,
+    bootstrap_se_method,
+    deferred_bootstrap_se,
+    pinned_seed,
+)
 
 
 # ------------------------------------------------------------------ cross-replication xCC
@@ -130,6 +136,13 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
     Estimate
         ``value`` is :math:`\rho`; ``to_dict()`` also has ``rho``, ``xcc``,
         ``icc_x``, ``icc_y`` and ``cov`` (and their intervals with ``ci``).
+        ``se`` is the standard deviation of the ``n_boot`` bootstrap
+        replicates (``se_method="bootstrap"``): :math:`\hat\rho` is a ratio
+        of moment estimators of a crossed model, not a Pearson correlation
+        over items, and no published variance applies to it. With ``ci`` they
+        are the interval's replicates; without, the same replicates (same
+        ``seed``, ``n_boot``, ``resample``) drawn when ``se`` is first read
+        (reading ``details`` does not draw them; ``to_dict()`` and pickling do).
 
     Raises
     ------
@@ -157,10 +170,22 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
                                                                 "item_var_x", "item_var_y")}
     details["n_common_items"] = cx.n_axis
     why = None if np.isfinite(value) else _cross_reason(point)
-    interval, n_boot_used, se = None, 0, math.nan
-    if ci is not None and why is None:
-        reps = bootstrap_replicates(lambda w, vs: cross_sums(cx, cy, w, vs[0], vs[1]), n_boot, seed,
+    interval, n_boot_used = None, 0
+    se: float | DeferredSE = math.nan
+
+    def replicates(seed: Any) -> Arrays:
+        return bootstrap_replicates(lambda w, vs: cross_sums(cx, cy, w, vs[0], vs[1]), n_boot, seed,
                                     cx.n_axis, [cx.n_raters, cy.n_raters], resample)
+
+    if ci is None and why is None and (cx.from_sums or cy.from_sums):
+        details["se_note"] = BOOTSTRAP_NEEDS_JUDGEMENTS
+    elif ci is None and why is None:  # the replicates of the same call with ci=, drawn when se is first read
+        details["se_n_boot"] = n_boot
+        pinned = pinned_seed(seed)
+        se = deferred_bootstrap_se(lambda: replicates(pinned)["value"])
+    if ci is not None and why is None:
+        reps = replicates(seed)
+        details["se_n_boot"] = n_boot
         interval, details["n_boot_undefined"] = interval_of(reps["value"], ci)
         se = bootstrap_se(reps["value"])
         for key in ("xcc", "icc_x", "icc_y", "cov"):
@@ -172,7 +197,7 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
     return Estimate(metric="cross_correlation", value=value if why is None else math.nan, ci=interval,
                     ci_level=level_of(ci, interval), n_items=cx.n_axis, n_ratings=n_ratings,
                     reason=why[1] if why else None, reason_code=why[0] if why else None, details=details,
-                    n_boot=n_boot_used, se=se, se_method="bootstrap" if np.isfinite(se) else None)
+                    n_boot=n_boot_used, se=se, se_method=bootstrap_se_method(se))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------- Spearman's disattenuated correlation
@@ -243,7 +268,14 @@ def disattenuated_correlation(x: Ratings, y: Ratings, *, n_splits: int = 20, ci:
     -------
     Estimate
         ``details``: ``r_xy``, ``reliability_x``, ``reliability_y``,
-        ``split_half_x``, ``split_half_y``.
+        ``split_half_x``, ``split_half_y``. ``se`` is the standard deviation
+        of the ``n_boot`` item-bootstrap replicates (``se_method="bootstrap"``;
+        the splits are kept): :math:`r_{xy}` and the two reliabilities are
+        correlated statistics of the same items, so the delta method would
+        need their covariances, which the bootstrap carries. With ``ci`` they
+        are the interval's replicates; without, the same replicates (same
+        ``seed`` and ``n_boot``) drawn when ``se`` is first read (reading
+        ``details`` does not draw them; ``to_dict()`` and pickling do).
 
     Examples
     --------
@@ -293,17 +325,28 @@ def disattenuated_correlation(x: Ratings, y: Ratings, *, n_splits: int = 20, ci:
                if cx.size < 2 else
                (Reason.NONPOSITIVE_IRR_PRODUCT, "a split-half reliability is not positive (or a mean is "
                 "constant), so the correction is undefined"))
-    interval, se = None, math.nan
-    if ci is not None and why is None:
-        boot_rng = np.random.default_rng(rng.integers(2**63))
+    interval = None
+    se: float | DeferredSE = math.nan
+
+    def replicates(after_splits: np.random.Generator) -> np.ndarray:
+        boot_rng = np.random.default_rng(after_splits.integers(2**63))
         chunk = max(1, CHUNK_CELLS // max(cx.size, 1))
-        reps = [finalize(resample_counts(boot_rng, cx.size, min(chunk, n_boot - start)) @ block)["value"]
-                for start in range(0, n_boot, chunk)]
-        interval, details["n_boot_undefined"] = interval_of(np.concatenate(reps), ci)
-        se = bootstrap_se(np.concatenate(reps))
+        return np.concatenate([finalize(resample_counts(boot_rng, cx.size, min(chunk, n_boot - start)) @ block)
+                               ["value"] for start in range(0, n_boot, chunk)])
+
+    if why is None:
+        details["se_n_boot"] = n_boot
+    if ci is None and why is None:  # the replicates of the same call with ci=, drawn when se is first read
+        pinned = pinned_seed(rng)  # the generator after the splits, copied (it may be the caller's)
+        se = deferred_bootstrap_se(lambda: replicates(pinned))
+    if ci is not None and why is None:
+        reps = replicates(rng)
+        interval, details["n_boot_undefined"] = interval_of(reps, ci)
+        se = bootstrap_se(reps)
     n_ratings = int(x.ratings_per_item[cx].sum() + y.ratings_per_item[cy].sum())
     return Estimate(metric="disattenuated_correlation", value=value if why is None else math.nan, ci=interval,
                     ci_level=level_of(ci, interval), n_items=int(cx.size), n_ratings=n_ratings,
                     n_items_excluded=int((~keep).sum()), reason=why[1] if why else None,
                     reason_code=why[0] if why else None, details=details, n_boot=n_boot if interval else 0,
-                    se=se, se_method="bootstrap" if np.isfinite(se) else None)
+                    se=se, se_method=bootstrap_se_method(se))  # type: ignore[arg-type]  # DeferredSE
+
