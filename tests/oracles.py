@@ -663,9 +663,9 @@ def random_wide(rng: np.random.Generator, *, level: str = "nominal", n_items: tu
     return X, cats
 
 
-#: The fields of a standard error in ``Estimate.to_dict()``: a standard error that reads each judgement's rater
-#: (Conger's analytic one) is not computed from sums aggregated in a database, which say why in ``se_note``.
-SE_FIELDS = ("se", "se_method", "z", "p_value", "se_note", "se_source", "se_null", "test_source")
+#: The fields of a standard error in ``Estimate.to_dict()``: a standard error that reads each judgement (Conger's
+#: analytic one, the bootstrap's) is not computed from sums aggregated in a database, which say why in ``se_note``.
+SE_FIELDS = ("se", "se_method", "z", "p_value", "se_note", "se_source", "se_null", "test_source", "se_n_boot")
 
 
 def without_standard_error(found: Any) -> Any:

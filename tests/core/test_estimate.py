@@ -10,7 +10,7 @@ import pickle
 
 import pytest
 
-from labelgate.core.estimate import SE_METHODS, Estimate
+from labelgate.core.estimate import SE_METHODS, DeferredSE, Estimate
 
 
 def test_new_fields_default_to_no_standard_error() -> None:
@@ -52,3 +52,24 @@ def test_a_pickle_from_before_the_fields_unpickles_with_defaults() -> None:
 @pytest.mark.parametrize("method", SE_METHODS)
 def test_se_methods_are_named(method: str) -> None:
     assert Estimate("m", 0.1, se=0.01, se_method=method).to_dict()["se_method"] == method
+
+
+def test_a_standard_error_that_adds_no_details_is_not_computed_by_reading_them() -> None:
+    calls: list[int] = []
+
+    def compute() -> tuple[float, str, float, float, dict[str, object]]:
+        calls.append(1)
+        return 0.3, "bootstrap", math.nan, math.nan, {}
+
+    est = Estimate("m", 0.5, details={"part": 1.0}, se=DeferredSE(compute, adds_details=False))  # type: ignore[arg-type]
+    assert est.details == {"part": 1.0} and calls == []
+    assert (est.se, est.se_method) == (0.3, "bootstrap") and calls == [1]
+    back = pickle.loads(pickle.dumps(Estimate("m", 0.5, se=DeferredSE(compute, adds_details=False))))  # type: ignore[arg-type]
+    assert back.se == 0.3 and calls == [1, 1]
+
+
+def test_a_standard_error_that_said_it_adds_no_details_and_adds_some_fails_loudly() -> None:
+    est = Estimate("m", 0.5, se=DeferredSE(lambda: (0.3, "delta", math.nan, math.nan, {"se_source": "x"}),  # type: ignore[arg-type]
+                                           adds_details=False))
+    with pytest.raises(AssertionError, match="se_source"):
+        _ = est.se

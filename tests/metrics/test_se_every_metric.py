@@ -1,10 +1,11 @@
 """Every registered metric reports a standard error and names its method (``Estimate.se``, ``se_method``).
 
 The agreement coefficients always have one (analytic, else the delta method's), and so do the ICC forms (Fisher's
-analytic variance, else the delta method over the mean squares) and Phi (the delta method over the observed
-information of its log precision). The other model-based metrics of numeric labels (:data:`BOOTSTRAP_SE_ONLY`) have
-the bootstrap's, so only when an interval is asked for. :func:`test_every_registered_metric_reports_a_standard_error`
-walks the whole registry, every option of every metric.
+analytic variance, else the delta method over the mean squares), Phi (the delta method over the observed
+information of its log precision) and the disattenuated correlation (the delta method over its item columns). The other model-based metrics of numeric labels (:data:`BOOTSTRAP_SE`) have the
+item bootstrap's: with an interval, of its replicates; without one, of the same replicates drawn when ``se`` is first
+read. :func:`test_every_registered_metric_reports_a_standard_error` walks the whole registry, every option of every
+metric, without asking for an interval.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import labelgate as lg
 from labelgate.core.estimate import SE_METHODS
 from labelgate.metrics.registry import METRICS, MetricSpec
 
-#: Metrics whose only standard error is the bootstrap's (variance components and correlations whose intervals are
-#: item bootstraps of their own): reported when an interval is asked for (``ci=``), NaN otherwise.
-BOOTSTRAP_SE_ONLY = {"item_icc", "labeler_icc", "cross_correlation", "disattenuated_correlation"}
+#: Metrics whose standard error is the bootstrap's (variance-component shares and the crossed model's correlation:
+#: no published variance applies to the estimators as computed).
+BOOTSTRAP_SE = {"item_icc", "labeler_icc", "cross_correlation"}
 
 
 def _wide(spec: MetricSpec, seed: int = 5) -> np.ndarray:
@@ -55,29 +56,31 @@ def test_agreement_metrics_always_report_a_standard_error(spec: MetricSpec) -> N
 
 
 @pytest.mark.parametrize("spec", [s for s in METRICS if s.family == "numeric"], ids=lambda s: s.name)
-def test_numeric_metrics_report_the_bootstrap_standard_error_with_an_interval(spec: MetricSpec) -> None:
+def test_numeric_metrics_report_the_same_standard_error_with_and_without_an_interval(spec: MetricSpec) -> None:
     opts = spec.options[0]
     kw = {"ci": 0.9, "n_boot": 200, "seed": 2} if spec.bootstrap else {"ci": 0.9}
     (est,) = _run(spec, opts, **kw)
-    if spec.name not in BOOTSTRAP_SE_ONLY:  # a standard error of its own, with or without an interval
+    if spec.name not in BOOTSTRAP_SE:  # a standard error of its own, with or without an interval
         assert est.se_method in ("analytic", "delta") and est.se > 0 and est.details["se_source"]
-        (plain,) = _run(spec, opts)
+        # the same seed: the disattenuated correlation's random split halves are drawn from it
+        (plain,) = _run(spec, opts, **({"seed": 2} if spec.bootstrap else {}))
         assert plain.se == pytest.approx(est.se, rel=1e-9) and plain.se_method == est.se_method
         return
     assert est.se_method == "bootstrap" and est.se > 0
     # a 90 % percentile interval spans about 2 x 1.645 standard errors
     assert 0.4 < (est.ci[1] - est.ci[0]) / (2 * 1.6448536269514722 * est.se) < 2.5
-    (plain,) = _run(spec, opts)
-    assert math.isnan(plain.se) and plain.se_method is None  # no resamples, no bootstrap standard error
+    # without an interval: the standard deviation of the very replicates the interval was made of
+    (plain,) = _run(spec, opts, n_boot=200, seed=2)
+    assert plain.ci is None and plain.n_boot == 0
+    assert (plain.se, plain.se_method, plain.details["se_n_boot"]) == (est.se, "bootstrap", 200)
 
 
 @pytest.mark.parametrize("spec", METRICS, ids=lambda s: s.name)
 def test_every_registered_metric_reports_a_standard_error(spec: MetricSpec) -> None:
-    # every option of every registered metric, on a design where its value is defined: a finite standard error and
-    # the method that made it (asked for with an interval where the bootstrap is the only method)
-    kw = {"ci": 0.9, "n_boot": 100, "seed": 3} if spec.name in BOOTSTRAP_SE_ONLY else {}
+    # every option of every registered metric, on a design where its value is defined, without an interval: a
+    # finite standard error and the method that made it
     for opts in spec.options:
-        for est in _run(spec, opts, **kw):
+        for est in _run(spec, opts):
             assert not est.is_nan, (spec.name, opts, est.reason)
             assert math.isfinite(est.se) and est.se >= 0 and est.se_method in SE_METHODS, (spec.name, opts, est)
             if est.se_method != "bootstrap":
@@ -86,9 +89,9 @@ def test_every_registered_metric_reports_a_standard_error(spec: MetricSpec) -> N
                 assert est.details["se_source"], (spec.name, opts)
 
 
-def test_bootstrap_only_metrics_are_the_numeric_metrics_with_a_bootstrap() -> None:
-    # a metric added without a standard error of its own must be listed here knowingly
-    assert BOOTSTRAP_SE_ONLY <= {s.name for s in METRICS if s.family == "numeric" and s.bootstrap}
+def test_bootstrap_standard_errors_are_the_numeric_metrics_with_a_bootstrap() -> None:
+    # a metric whose standard error is the bootstrap's must be listed here knowingly
+    assert BOOTSTRAP_SE <= {s.name for s in METRICS if s.family == "numeric" and s.bootstrap}
 
 
 def test_specific_agreement_has_the_delta_standard_error_of_each_category() -> None:

@@ -48,15 +48,24 @@ class DeferredSE:
     its standard error reads when the caller never asks for it. Until then the estimate holds ``compute`` and
     what it reads (the ratings).
 
+    ``adds_details=False`` declares that ``compute`` adds nothing to ``details`` (it must return ``{}``): reading
+    ``details`` then leaves the standard error uncomputed. The bootstrap standard errors say so, since
+    ``n_boot`` replicates cost far more than the point estimate whose components a caller reads.
+
     >>> est = Estimate("m", 0.5, se=DeferredSE(lambda: (0.1, "delta", math.nan, math.nan, {"se_note": "x"})))
     >>> est.se, est.se_method, est.details
     (0.1, 'delta', {'se_note': 'x'})
+    >>> est = Estimate("m", 0.5, details={"k": 1},
+    ...                se=DeferredSE(lambda: (0.2, "bootstrap", math.nan, math.nan, {}), adds_details=False))
+    >>> est.details, "_se_pending" in est.__dict__, est.se
+    ({'k': 1}, True, 0.2)
     """
 
-    __slots__ = ("compute", "lock")
+    __slots__ = ("adds_details", "compute", "lock")
 
-    def __init__(self, compute: Callable[[], StandardError]) -> None:
+    def __init__(self, compute: Callable[[], StandardError], *, adds_details: bool = True) -> None:
         self.compute = compute
+        self.adds_details = adds_details
         self.lock = threading.Lock()
 
 
@@ -217,6 +226,8 @@ def _resolve(est: Estimate) -> None:
         if _PENDING not in state:  # another thread computed it while this one waited
             return
         se, se_method, z, p_value, details = deferred.compute()
+        if details and not deferred.adds_details:
+            raise AssertionError(f"a DeferredSE with adds_details=False returned details {sorted(details)}")
         state["details"].update(details)
         state.update(se=se, se_method=se_method, z=z, p_value=p_value)
         del state[_PENDING]
@@ -236,7 +247,9 @@ class _Deferred:
     def __get__(self, obj: Estimate | None, owner: type | None = None) -> Any:
         if obj is None:
             return _DEFAULTS.get(self.name, self)
-        _resolve(obj)
+        pending = obj.__dict__.get(_PENDING)
+        if pending is not None and (self.name != "details" or pending.adds_details):
+            _resolve(obj)
         return obj.__dict__[self.name]
 
     def __set__(self, obj: Estimate, value: Any) -> None:

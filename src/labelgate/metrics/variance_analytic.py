@@ -37,12 +37,16 @@ raters", *Psychological Bulletin* 86 (1979) 974-977.
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
+from labelgate.core.estimate import DeferredSE, StandardError
 from labelgate.core.ratings import FloatArray, Ratings
 from labelgate.core.tallied import is_tallied
 from labelgate.metrics._blocks import vanishes
@@ -95,6 +99,48 @@ def bootstrap_se(replicates: np.ndarray) -> float:
     finite = np.asarray(replicates, dtype=np.float64)
     finite = finite[np.isfinite(finite)]
     return float(np.std(finite, ddof=1)) if finite.size >= 2 else math.nan
+
+
+#: ``details["se_note"]`` of a bootstrap standard error on ratings aggregated in a database (no point estimate reads
+#: the judgements there, and the replicates resample them).
+BOOTSTRAP_NEEDS_JUDGEMENTS = ("the standard error is the item bootstrap's, which resamples the judgements, and these "
+                              "ratings hold only sums aggregated in the database: compute it on the judgements (a "
+                              "pandas batch)")
+
+
+def bootstrap_se_method(se: float | DeferredSE) -> str | None:
+    """The ``se_method`` to pass with ``se``: ``"bootstrap"`` for a finite replicates' standard error, None for NaN
+    (a :class:`DeferredSE` names its own method)."""
+    return "bootstrap" if isinstance(se, float) and math.isfinite(se) else None
+
+
+def pinned_seed(seed: Any) -> Any:
+    """``seed`` as a deferred bootstrap draws from it whenever it is read: the replicates of the call itself.
+
+    An integer or a ``SeedSequence`` is kept; ``None`` becomes a fresh ``SeedSequence`` (drawn now, so every read
+    sees the same replicates); a ``Generator`` or ``BitGenerator`` is copied in its present state (the caller's
+    stream is not consumed, and the replicates are the ones the same call with ``ci=`` would have drawn from it).
+    """
+    if seed is None:
+        return np.random.SeedSequence()
+    if isinstance(seed, (np.random.Generator, np.random.BitGenerator)):
+        return copy.deepcopy(seed)
+    return seed
+
+
+def deferred_bootstrap_se(replicates: Callable[[], np.ndarray]) -> DeferredSE:
+    """A :class:`DeferredSE` of :func:`bootstrap_se` of ``replicates()``, computed on the first read of ``se``.
+
+    It adds nothing to ``details`` (``adds_details=False``), so reading the point estimate's components does not
+    run the bootstrap; ``replicates`` must draw from a :func:`pinned_seed`.
+    """
+    def compute() -> StandardError:
+        se = bootstrap_se(replicates())
+        if math.isfinite(se):
+            return se, "bootstrap", math.nan, math.nan, {}
+        return math.nan, None, math.nan, math.nan, {}
+
+    return DeferredSE(compute, adds_details=False)
 
 
 def _gwet_variance(kappa_star: FloatArray, value: float, n: int, n_zero_terms: int = 0) -> float:

@@ -9,16 +9,19 @@ counterparts of normalized :math:`\kappa_x` (xRR paper eq. 12-14; the blog's
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.estimate import DEFAULT_N_BOOT, DeferredSE, Estimate, StandardError
 from labelgate.core.ratings import FloatArray, IntArray, Ratings
 from labelgate.errors import ParameterError, Reason
 from labelgate.metrics._engine import check_bootstrap_args
 from labelgate.metrics._items import require_rater_identity
+from labelgate.metrics._linear import MAX_GRADIENT_COLUMNS, linearized_se
 from labelgate.metrics._resamples import resample_counts
 from labelgate.metrics.cross import prepare_pair
 from labelgate.metrics.variance import (
@@ -36,7 +39,17 @@ from labelgate.metrics.variance import (
     solve_components,
     weighted_item_moments,
 )
-from labelgate.metrics.variance_analytic import bootstrap_se
+from labelgate.metrics.variance_analytic import (
+    BOOTSTRAP_NEEDS_JUDGEMENTS,
+    bootstrap_se,
+    bootstrap_se_method,
+    deferred_bootstrap_se,
+    pinned_seed,
+)
+
+#: ``details["se_source"]`` of :func:`disattenuated_correlation`'s standard error.
+DISATTENUATED_SE_SOURCE = ("delta method: infinitesimal jackknife over the common items of r_xy and the split-half "
+                           "correlations, their covariances included, the splits fixed (Efron 1982, ch. 6)")
 
 
 # ------------------------------------------------------------------ cross-replication xCC
@@ -130,6 +143,13 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
     Estimate
         ``value`` is :math:`\rho`; ``to_dict()`` also has ``rho``, ``xcc``,
         ``icc_x``, ``icc_y`` and ``cov`` (and their intervals with ``ci``).
+        ``se`` is the standard deviation of the ``n_boot`` bootstrap
+        replicates (``se_method="bootstrap"``): :math:`\hat\rho` is a ratio
+        of moment estimators of a crossed model, not a Pearson correlation
+        over items, and no published variance applies to it. With ``ci`` they
+        are the interval's replicates; without, the same replicates (same
+        ``seed``, ``n_boot``, ``resample``) drawn when ``se`` is first read
+        (reading ``details`` does not draw them; ``to_dict()`` and pickling do).
 
     Raises
     ------
@@ -157,10 +177,22 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
                                                                 "item_var_x", "item_var_y")}
     details["n_common_items"] = cx.n_axis
     why = None if np.isfinite(value) else _cross_reason(point)
-    interval, n_boot_used, se = None, 0, math.nan
-    if ci is not None and why is None:
-        reps = bootstrap_replicates(lambda w, vs: cross_sums(cx, cy, w, vs[0], vs[1]), n_boot, seed,
+    interval, n_boot_used = None, 0
+    se: float | DeferredSE = math.nan
+
+    def replicates(seed: Any) -> Arrays:
+        return bootstrap_replicates(lambda w, vs: cross_sums(cx, cy, w, vs[0], vs[1]), n_boot, seed,
                                     cx.n_axis, [cx.n_raters, cy.n_raters], resample)
+
+    if ci is None and why is None and (cx.from_sums or cy.from_sums):
+        details["se_note"] = BOOTSTRAP_NEEDS_JUDGEMENTS
+    elif ci is None and why is None:  # the replicates of the same call with ci=, drawn when se is first read
+        details["se_n_boot"] = n_boot
+        pinned = pinned_seed(seed)
+        se = deferred_bootstrap_se(lambda: replicates(pinned)["value"])
+    if ci is not None and why is None:
+        reps = replicates(seed)
+        details["se_n_boot"] = n_boot
         interval, details["n_boot_undefined"] = interval_of(reps["value"], ci)
         se = bootstrap_se(reps["value"])
         for key in ("xcc", "icc_x", "icc_y", "cov"):
@@ -172,7 +204,7 @@ def cross_correlation(x: Ratings, y: Ratings, *, ci: float | None = None, n_boot
     return Estimate(metric="cross_correlation", value=value if why is None else math.nan, ci=interval,
                     ci_level=level_of(ci, interval), n_items=cx.n_axis, n_ratings=n_ratings,
                     reason=why[1] if why else None, reason_code=why[0] if why else None, details=details,
-                    n_boot=n_boot_used, se=se, se_method="bootstrap" if np.isfinite(se) else None)
+                    n_boot=n_boot_used, se=se, se_method=bootstrap_se_method(se))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------- Spearman's disattenuated correlation
@@ -245,6 +277,27 @@ def disattenuated_correlation(x: Ratings, y: Ratings, *, n_splits: int = 20, ci:
         ``details``: ``r_xy``, ``reliability_x``, ``reliability_y``,
         ``split_half_x``, ``split_half_y``.
 
+        ``se`` (``se_method="delta"``, source in ``details["se_source"]``) is
+        the infinitesimal jackknife over the common items, the splits fixed:
+        with :math:`U_i` the influence of item :math:`i` on each correlation
+        (for Pearson's r of standardised series :math:`\tilde a, \tilde b`,
+        :math:`(\tilde a_i \tilde b_i - r(\tilde a_i^2 + \tilde b_i^2)/2)/n`),
+
+        .. math::
+
+            U_i(\hat\rho) = \hat\rho\Big(\frac{U_i(r_{xy})}{r_{xy}}
+              - \frac{U_i(rel_x)}{2\,rel_x} - \frac{U_i(rel_y)}{2\,rel_y}\Big),
+            \quad U_i(rel) = \frac{2\,U_i(\bar r_{half})}{(1 + \bar r_{half})^2},
+            \quad \widehat{se} = \Big(\sum_i U_i(\hat\rho)^2\Big)^{1/2}.
+
+        :math:`r_{xy}` and the split-half correlations are correlations over
+        the same items; the item-level influences carry their covariances, so
+        none is assumed (items independent, as the bootstrap assumes). It is
+        computed when first read, with or without ``ci``. Past 340 splits
+        (more item columns than the gradient takes) it is the item bootstrap's
+        (``se_method="bootstrap"``): the interval's replicates with ``ci``,
+        else the same replicates drawn when ``se`` is first read.
+
     Examples
     --------
     >>> import numpy as np, labelgate as lg
@@ -293,17 +346,43 @@ def disattenuated_correlation(x: Ratings, y: Ratings, *, n_splits: int = 20, ci:
                if cx.size < 2 else
                (Reason.NONPOSITIVE_IRR_PRODUCT, "a split-half reliability is not positive (or a mean is "
                 "constant), so the correction is undefined"))
-    interval, se = None, math.nan
-    if ci is not None and why is None:
-        boot_rng = np.random.default_rng(rng.integers(2**63))
+    interval = None
+    se: float | DeferredSE = math.nan
+
+    def replicates(after_splits: np.random.Generator) -> np.ndarray:
+        boot_rng = np.random.default_rng(after_splits.integers(2**63))
         chunk = max(1, CHUNK_CELLS // max(cx.size, 1))
-        reps = [finalize(resample_counts(boot_rng, cx.size, min(chunk, n_boot - start)) @ block)["value"]
-                for start in range(0, n_boot, chunk)]
-        interval, details["n_boot_undefined"] = interval_of(np.concatenate(reps), ci)
-        se = bootstrap_se(np.concatenate(reps))
+        return np.concatenate([finalize(resample_counts(boot_rng, cx.size, min(chunk, n_boot - start)) @ block)
+                               ["value"] for start in range(0, n_boot, chunk)])
+
+    delta = why is None and block.shape[1] <= MAX_GRADIENT_COLUMNS
+    if delta:  # the linearised standard error over the items, computed when read (with or without an interval)
+        se = DeferredSE(functools.partial(_disattenuated_delta_se, block, finalize))
+    elif ci is None and why is None:  # too many splits to differentiate: the bootstrap's, when first read
+        details["se_n_boot"] = n_boot
+        pinned = pinned_seed(rng)  # the generator after the splits, copied (it may be the caller's)
+        se = deferred_bootstrap_se(lambda: replicates(pinned))
+    if ci is not None and why is None:
+        reps = replicates(rng)
+        interval, details["n_boot_undefined"] = interval_of(reps, ci)
+        if not delta:
+            se, details["se_n_boot"] = bootstrap_se(reps), n_boot
     n_ratings = int(x.ratings_per_item[cx].sum() + y.ratings_per_item[cy].sum())
     return Estimate(metric="disattenuated_correlation", value=value if why is None else math.nan, ci=interval,
                     ci_level=level_of(ci, interval), n_items=int(cx.size), n_ratings=n_ratings,
                     n_items_excluded=int((~keep).sum()), reason=why[1] if why else None,
                     reason_code=why[0] if why else None, details=details, n_boot=n_boot if interval else 0,
-                    se=se, se_method="bootstrap" if np.isfinite(se) else None)
+                    se=se, se_method=bootstrap_se_method(se))  # type: ignore[arg-type]  # DeferredSE
+
+
+def _disattenuated_delta_se(block: np.ndarray, finalize: Callable[[np.ndarray], Arrays]) -> StandardError:
+    """The deferred standard error of :func:`disattenuated_correlation`: the infinitesimal jackknife of its item
+    columns (:func:`labelgate.metrics._linear.linearized_se`), the split halves fixed."""
+    out, _ = linearized_se([block], lambda sums: finalize(sums[0]))
+    se = float(out["value"]) if out is not None else math.nan
+    if math.isfinite(se):
+        return se, "delta", math.nan, math.nan, {"se_source": DISATTENUATED_SE_SOURCE}
+    return math.nan, None, math.nan, math.nan, {"se_note": "the corrected correlation is not differentiable "
+                                                "at the data (a reliability or a mean is at its boundary): no "
+                                                "standard error"}
+

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from labelgate.core.estimate import DEFAULT_N_BOOT, Estimate
+from labelgate.core.estimate import DEFAULT_N_BOOT, DeferredSE, Estimate
 from labelgate.core.ratings import Ratings
 from labelgate.errors import check_option
 from labelgate.metrics._engine import check_bootstrap_args
@@ -15,7 +15,13 @@ from labelgate.metrics._intervals import level_of
 from labelgate.metrics.variance.bootstrap import Resample, check_resample, interval_of
 from labelgate.metrics.variance.design import crossed
 from labelgate.metrics.variance.fit import ComponentFit
-from labelgate.metrics.variance_analytic import bootstrap_se
+from labelgate.metrics.variance_analytic import (
+    BOOTSTRAP_NEEDS_JUDGEMENTS,
+    bootstrap_se,
+    bootstrap_se_method,
+    deferred_bootstrap_se,
+    pinned_seed,
+)
 
 Scale = Literal["observed", "latent"]
 SCALES: tuple[Scale, ...] = ("observed", "latent")
@@ -58,6 +64,16 @@ def item_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = None, 
         ``labeler_icc`` (so a gate can compare them), and with ``ci`` the
         interval of ``icc_minus_labeler_icc``.
 
+        Observed scale: ``se`` is the standard deviation of the ``n_boot``
+        bootstrap replicates (``se_method="bootstrap"``, ``details["se_n_boot"]``;
+        no published variance applies to the moment estimators on a sparse
+        crossed design). With ``ci`` they are the interval's replicates; without,
+        the same replicates (same ``seed``, ``n_boot`` and ``resample``) drawn
+        when ``se`` is first read, so a point estimate whose ``se`` is never
+        read (``details`` may be) runs no bootstrap; ``to_dict()`` and pickling
+        read it. ``seed=None`` fixes fresh entropy when the estimate is made; a
+        ``Generator`` is copied, not consumed. The latent scale has no ``se``.
+
     Examples
     --------
     >>> import labelgate as lg
@@ -65,6 +81,9 @@ def item_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = None, 
     >>> from labelgate.metrics.variance import item_icc, labeler_icc
     >>> round(float(item_icc(r)), 4), round(float(labeler_icc(r)), 4)
     (0.7672, 0.1638)
+    >>> est = item_icc(r, seed=0, n_boot=200)
+    >>> est.se == item_icc(r, ci=0.9, seed=0, n_boot=200).se, est.se_method
+    (True, 'bootstrap')
     """
     return _icc("item_icc", "item", r, scale, ci, n_boot, seed, resample)
 
@@ -78,8 +97,9 @@ def labeler_icc(r: Ratings, *, scale: Scale = "observed", ci: float | None = Non
         ICC_l = \frac{\sigma^2_{rater}}{\sigma^2_{item} + \sigma^2_{rater} + \sigma^2_{residual}}
 
     The blog's "Labeler ICC": data are suspect when it exceeds the item ICC
-    (the gate "labeler ICC < ICC"). Parameters as :func:`item_icc`; the latent
-    variant is named ``labeler_icc_latent``.
+    (the gate "labeler ICC < ICC"). Parameters and the standard error (the
+    item bootstrap's, computed when first read without ``ci``) as
+    :func:`item_icc`; the latent variant is named ``labeler_icc_latent``.
 
     Examples
     --------
@@ -118,11 +138,19 @@ def _share_estimate(metric: str, r: Ratings, want: str, ci: float | None, n_boot
         "negative": list(fit.negative), "n_raters": fit.n_raters,
     }
     why = None if np.isfinite(value) else fit.reason(want)
-    interval, n_failed, se = None, 0, math.nan
+    interval, n_failed = None, 0
+    se: float | DeferredSE = math.nan
+    if ci is None and why is None and fit.c.from_sums:
+        details["se_note"] = BOOTSTRAP_NEEDS_JUDGEMENTS
+    elif ci is None and why is None:  # the same replicates as with ci=, drawn when se is first read
+        pinned = pinned_seed(seed)
+        se = deferred_bootstrap_se(lambda: fit.replicates(n_boot, pinned, resample)[want])
+        details["se_n_boot"] = n_boot
     if ci is not None and why is None:
         reps = fit.replicates(n_boot, seed, resample)
         interval, n_failed = interval_of(reps[want], ci)
         se = bootstrap_se(reps[want])
+        details["se_n_boot"] = n_boot
         other = "rater_share" if want == "item_share" else "item_share"
         part, _ = interval_of(reps[other], ci)
         name = _NAMES[other]
@@ -136,4 +164,5 @@ def _share_estimate(metric: str, r: Ratings, want: str, ci: float | None, n_boot
                     ci_level=level_of(ci, interval), n_items=fit.n_items, n_ratings=fit.n_ratings,
                     n_items_excluded=fit.n_items_excluded, reason=why[1] if why else None,
                     reason_code=why[0] if why else None, details=details, n_boot=n_boot if interval else 0,
-                    se=se, se_method="bootstrap" if np.isfinite(se) else None)
+                    se=se, se_method=bootstrap_se_method(se))  # type: ignore[arg-type]  # DeferredSE
+
