@@ -119,6 +119,16 @@ def reuse(store: ResultsStore, previous: GateRecord, batch_id: str, run_id: str 
     return store.append(record)
 
 
+def recovered_summary(record: GateRecord) -> dict[str, Any]:
+    """The summary of a decision recorded by a run that did not finish its request (the drop folder's recovery after
+    a crash): the record's summary with the span / box section kept with the decision, as the run showed it."""
+    summary = record_summary(record)
+    section = units.of_summary({"validation": record.validation})
+    if section is not None:
+        summary["units"] = section
+    return summary
+
+
 def reused_summary(store: ResultsStore, previous: GateRecord, batch_id: str, selection: Mapping[str, Any],
                    run_id: str | None = None, started: datetime | None = None,
                    orchestration: Orchestration | None = None) -> dict[str, Any]:

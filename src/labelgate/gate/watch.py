@@ -44,12 +44,12 @@ from typing import Any
 
 from labelgate.errors import LabelGateError, Reason
 from labelgate.gate import runner
-from labelgate.gate.audit import default_batch_id
+from labelgate.gate.audit import default_batch_id, recovered_summary
 from labelgate.pipeline.config import ConfigError, GateConfig
 from labelgate.pipeline.config.models import Serve
 from labelgate.pipeline.limits import one_line
 from labelgate.pipeline.sources.folders import Folder
-from labelgate.pipeline.store import ResultsStore, record_summary
+from labelgate.pipeline.store import ResultsStore
 
 LOGGER = logging.getLogger("labelgate.serve")
 
@@ -343,7 +343,7 @@ class DropFolder:
                 self.logger.info("requeued %s: its run was interrupted before its record", one_line(job.batch_id))
                 self.ledger.requeue(job)
                 continue
-            summary = record_summary(record)
+            summary = recovered_summary(record)
             self.logger.info("recovered %s: %s was recorded by run %s before the interruption",
                              one_line(job.batch_id), summary["decision"], summary["run_id"])
             self._announce(summary)

@@ -65,3 +65,33 @@ def test_the_record_a_claim_produced_is_adopted_and_carries_the_claim(tmp_path):
     (recovered,) = restarted.recover()
     assert recovered["run_id"] == seen[0] and recovered["decision"] == "ACCEPT"
     restarted.close()
+
+
+def test_a_recovered_span_decision_shows_its_agreement_per_label(tmp_path):
+    # the record a killed run left is adopted with the span section its decision was made with, as a fresh or a
+    # reused decision shows it
+    from tests.gate import drawn
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    drawn.spans(seed=9).to_csv(drop / "ner1.csv", index=False)
+    cfg = config_from_dict({**gate_config(tmp_path),
+                            "questions": [{"name": "ner", "kind": "spans", "categories": ["PER", "LOC", "ORG"]}]})
+    seen: list[dict[str, Any]] = []
+
+    def killed_after_recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        seen.append(run(*args, **kwargs))
+        raise Killed
+
+    folder = DropFolder(cfg, serve_settings(cfg), gate=killed_after_recording)
+    folder.scan()
+    with pytest.raises(Killed):
+        folder.drain()
+    folder.close()
+    restarted = DropFolder(cfg, serve_settings(cfg))
+    (recovered,) = restarted.recover()
+    restarted.close()
+    assert recovered["run_id"] == seen[0]["run_id"]
+    labels = [row["label"] for row in seen[0]["units"]["ner"]["labels"]]
+    assert labels and [row["label"] for row in recovered["units"]["ner"]["labels"]] == labels
+    assert recovered["units"]["ner"]["labels"] == seen[0]["units"]["ner"]["labels"]
