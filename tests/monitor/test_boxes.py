@@ -18,6 +18,7 @@ import labelgate as lg
 from labelgate.cli.monitor import register
 from labelgate.monitor import Monitor, monitor_config_from_dict
 from labelgate.pipeline.units import expand
+from tests.monitor.test_incremental import defined_value
 
 LABELS = ("car", "person", "bike")
 HOUR = 3_600_000_000
@@ -65,22 +66,14 @@ def gate_pools(cfg, rows: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     return units, lg.ratings_by_pool(units)
 
 
-def value(fn, *args) -> float | None:
-    try:
-        v = fn(*args).value
-    except lg.DesignError:
-        return None
-    return None if np.isnan(v) else float(v)
-
-
 def metrics(pools: dict) -> dict[str, float | None]:
     crowd, trusted = pools.get("crowd"), pools.get("trusted")
     both = crowd is not None and trusted is not None
-    return {"spa": value(lg.spa, crowd) if crowd is not None else None,
-            "irr_crowd": value(lg.krippendorff_alpha, crowd) if crowd is not None else None,
-            "irr_trusted": value(lg.krippendorff_alpha, trusted) if trusted is not None else None,
-            "cross_kappa": value(lg.cross_kappa, crowd, trusted) if both else None,
-            "normalized_cross_kappa": value(lg.normalized_cross_kappa, crowd, trusted) if both else None}
+    return {"spa": defined_value(lg.spa, crowd) if crowd is not None else None,
+            "irr_crowd": defined_value(lg.krippendorff_alpha, crowd) if crowd is not None else None,
+            "irr_trusted": defined_value(lg.krippendorff_alpha, trusted) if trusted is not None else None,
+            "cross_kappa": defined_value(lg.cross_kappa, crowd, trusted) if both else None,
+            "normalized_cross_kappa": defined_value(lg.normalized_cross_kappa, crowd, trusted) if both else None}
 
 
 def close(got, expected, what: str) -> None:

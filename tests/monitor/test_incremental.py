@@ -42,6 +42,16 @@ def deliver(root: Path, name: str, frame: pd.DataFrame) -> Path:
     return path
 
 
+def defined_value(fn, *args, **kw) -> float | None:
+    """``fn(*args, **kw).value``, or None where the core says the coefficient is undefined (a design error or NaN):
+    what the monitor stores for it."""
+    try:
+        v = fn(*args, **kw).value
+    except lg.DesignError:
+        return None
+    return None if np.isnan(v) else float(v)
+
+
 def core_expected(
     frames: list[pd.DataFrame],
     categories: list,
@@ -56,22 +66,15 @@ def core_expected(
     pools = lg.ratings_by_pool(data, level=level, categories=categories, **sets)
     crowd, trusted = pools.get("crowd"), pools.get("trusted")
 
-    def value(fn, *args, **kw):
-        try:
-            v = fn(*args, **kw).value
-        except lg.DesignError:
-            return None
-        return None if np.isnan(v) else v
-
     out = {
-        "spa": value(lg.spa, crowd, weighting=weighting) if crowd else None,
-        "irr_crowd": value(IRR[irr], crowd) if crowd else None,
-        "irr_trusted": value(IRR[irr], trusted) if trusted else None,
+        "spa": defined_value(lg.spa, crowd, weighting=weighting) if crowd else None,
+        "irr_crowd": defined_value(IRR[irr], crowd) if crowd else None,
+        "irr_trusted": defined_value(IRR[irr], trusted) if trusted else None,
     }
     both = crowd is not None and trusted is not None
-    out["cross_kappa"] = value(lg.cross_kappa, crowd, trusted) if both else None
+    out["cross_kappa"] = defined_value(lg.cross_kappa, crowd, trusted) if both else None
     out["normalized_cross_kappa"] = (
-        value(lg.normalized_cross_kappa, crowd, trusted, irr=irr) if both else None
+        defined_value(lg.normalized_cross_kappa, crowd, trusted, irr=irr) if both else None
     )
     return {"metrics": out, "crowd": crowd, "trusted": trusted}
 

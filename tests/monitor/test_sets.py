@@ -20,6 +20,7 @@ from labelgate.cli.monitor import register
 from labelgate.errors import InputError
 from labelgate.metrics.diagnostics import rater_diagnostics
 from labelgate.monitor import Monitor, history, monitor_config_from_dict
+from tests.monitor.test_incremental import defined_value
 
 IRR = {"krippendorff_alpha": lg.krippendorff_alpha, "fleiss_kappa": lg.fleiss_kappa, "gwet_ac": lg.gwet_ac}
 ELEMENTS = ["arts", "news", "sports", "tech"]
@@ -69,18 +70,11 @@ def core(frame: pd.DataFrame, distance: str, irr: str, categories=None) -> dict[
     found = pools(frame, distance, categories)
     crowd, trusted = found.get("crowd"), found.get("trusted")
 
-    def value(fn, *args, **kw) -> float | None:
-        try:
-            v = fn(*args, **kw).value
-        except lg.DesignError:
-            return None
-        return None if np.isnan(v) else float(v)
-
     both = crowd is not None and trusted is not None
-    return {"spa": value(lg.spa, crowd), "irr_crowd": value(IRR[irr], crowd),
-            "irr_trusted": value(IRR[irr], trusted) if trusted is not None else None,
-            "cross_kappa": value(lg.cross_kappa, crowd, trusted) if both else None,
-            "normalized_cross_kappa": value(lg.normalized_cross_kappa, crowd, trusted, irr=irr) if both else None}
+    return {"spa": defined_value(lg.spa, crowd), "irr_crowd": defined_value(IRR[irr], crowd),
+            "irr_trusted": defined_value(IRR[irr], trusted) if trusted is not None else None,
+            "cross_kappa": defined_value(lg.cross_kappa, crowd, trusted) if both else None,
+            "normalized_cross_kappa": defined_value(lg.normalized_cross_kappa, crowd, trusted, irr=irr) if both else None}
 
 
 def close(got: float | None, expected: float | None, what: str) -> None:

@@ -18,6 +18,7 @@ from labelgate.cli.monitor import register
 from labelgate.errors import InputError
 from labelgate.monitor import Monitor, monitor_config_from_dict
 from labelgate.pipeline.config import ConfigError
+from tests.monitor.test_incremental import defined_value
 
 IRR = {"krippendorff_alpha": lg.krippendorff_alpha, "fleiss_kappa": lg.fleiss_kappa, "gwet_ac": lg.gwet_ac}
 ORDINAL = [1, 2, 3, 4, 5]
@@ -54,20 +55,13 @@ def core(frame: pd.DataFrame, level: str, categories: list, irr: str, weights) -
     pools = lg.ratings_by_pool(frame, level=level, categories=categories)
     crowd, trusted = pools.get("crowd"), pools.get("trusted")
 
-    def value(fn, *args, **kw) -> float | None:
-        try:
-            v = fn(*args, **kw).value
-        except lg.DesignError:
-            return None
-        return None if np.isnan(v) else float(v)
-
     both = crowd is not None and trusted is not None
-    return {"irr_crowd": value(IRR[irr], crowd, weights=weights),
-            "irr_trusted": value(IRR[irr], trusted, weights=weights) if trusted is not None else None,
-            "cross_kappa": value(lg.cross_kappa, crowd, trusted) if both else None,
-            "normalized_cross_kappa": value(lg.normalized_cross_kappa, crowd, trusted, irr=irr,
+    return {"irr_crowd": defined_value(IRR[irr], crowd, weights=weights),
+            "irr_trusted": defined_value(IRR[irr], trusted, weights=weights) if trusted is not None else None,
+            "cross_kappa": defined_value(lg.cross_kappa, crowd, trusted) if both else None,
+            "normalized_cross_kappa": defined_value(lg.normalized_cross_kappa, crowd, trusted, irr=irr,
                                             weights=weights) if both else None,
-            "spa": value(lg.spa, crowd)}
+            "spa": defined_value(lg.spa, crowd)}
 
 
 def stored_windows(root: Path) -> list[dict]:
