@@ -44,26 +44,32 @@ def test_recovery_never_adopts_a_decision_another_request_made_for_the_same_batc
     restarted.close()
 
 
-def test_the_record_a_claim_produced_is_adopted_and_carries_the_claim(tmp_path):
-    write_batches(tmp_path / "drop", batches=[("good", 1, "ACCEPT")])
-    cfg = config_from_dict(gate_config(tmp_path))
-    seen: list[str] = []
+def killed_after_recording(cfg: Any) -> tuple[DropFolder, list[dict[str, Any]]]:
+    """A drop folder whose server dies right after the gate recorded its decision (the folder left open, its job
+    running), and the summaries those runs returned."""
+    seen: list[dict[str, Any]] = []
 
-    def killed_after_recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        summary = run(*args, **kwargs)
-        seen.append(summary["run_id"])
+    def gate(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        seen.append(run(*args, **kwargs))
         raise Killed
 
-    folder = DropFolder(cfg, serve_settings(cfg), gate=killed_after_recording)
+    folder = DropFolder(cfg, serve_settings(cfg), gate=gate)
     folder.scan()
     with pytest.raises(Killed):
         folder.drain()
+    return folder, seen
+
+
+def test_the_record_a_claim_produced_is_adopted_and_carries_the_claim(tmp_path):
+    write_batches(tmp_path / "drop", batches=[("good", 1, "ACCEPT")])
+    cfg = config_from_dict(gate_config(tmp_path))
+    folder, seen = killed_after_recording(cfg)
     (job,) = folder.ledger.jobs("running")
-    assert job.claim == seen[0]  # the token in the ledger row is the run id of the record
+    assert job.claim == seen[0]["run_id"]  # the token in the ledger row is the run id of the record
     folder.close()
     restarted = DropFolder(cfg, serve_settings(cfg))
     (recovered,) = restarted.recover()
-    assert recovered["run_id"] == seen[0] and recovered["decision"] == "ACCEPT"
+    assert recovered["run_id"] == seen[0]["run_id"] and recovered["decision"] == "ACCEPT"
     restarted.close()
 
 
@@ -77,16 +83,7 @@ def test_a_recovered_span_decision_shows_its_agreement_per_label(tmp_path):
     drawn.spans(seed=9).to_csv(drop / "ner1.csv", index=False)
     cfg = config_from_dict({**gate_config(tmp_path),
                             "questions": [{"name": "ner", "kind": "spans", "categories": ["PER", "LOC", "ORG"]}]})
-    seen: list[dict[str, Any]] = []
-
-    def killed_after_recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        seen.append(run(*args, **kwargs))
-        raise Killed
-
-    folder = DropFolder(cfg, serve_settings(cfg), gate=killed_after_recording)
-    folder.scan()
-    with pytest.raises(Killed):
-        folder.drain()
+    folder, seen = killed_after_recording(cfg)
     folder.close()
     restarted = DropFolder(cfg, serve_settings(cfg))
     (recovered,) = restarted.recover()
